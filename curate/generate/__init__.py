@@ -1,0 +1,1 @@
+"""Stage 1: brainstorm tasks and generate multi-granularity (MGH) examples with an LLM."""

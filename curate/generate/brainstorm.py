@@ -1,0 +1,126 @@
+"""Brainstorm task descriptions until enough distinct ones exist.
+
+Each call gets its own seed, temperature (from the spec's schedule) and topic drawn from
+the banks, so repeated calls explore different ground. Near-duplicates of tasks already
+kept are dropped. Tasks are appended to ``<out>/tasks/<family>.jsonl`` as they arrive;
+the file is what ``generate`` reads, so users can inspect and edit it. Re-running replays
+earlier calls from the request cache and continues where the last run stopped.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from curate.asyncrun import bounded
+from curate.errors import CurateError
+from curate.jsonl import JsonlAppender, read_jsonl
+from curate.llm.client import LLMClient, derive_seed
+from curate.near_dup import NearDupIndex
+from curate.progress import RunStats
+from curate.records import Task, stable_id
+from curate.taskspec import TaskSpec
+
+from curate.generate.prompting import build_messages, draw_variables
+
+
+def tasks_path(out_dir: Path, family: str) -> Path:
+    return Path(out_dir) / "tasks" / f"{family}.jsonl"
+
+
+def load_tasks(path: Path, family: str | None = None) -> list[Task]:
+    tasks = []
+    for lineno, obj in read_jsonl(path):
+        if isinstance(obj, str):
+            obj = {"task": obj}
+        try:
+            task = Task.from_dict(obj)
+        except ValueError as e:
+            raise CurateError(f"{path}:{lineno}: {e}") from None
+        if family and not task.task_type:
+            task.task_type = family
+            task.id = stable_id(family, task.task)
+        tasks.append(task)
+    return tasks
+
+
+def fixed_tasks(spec: TaskSpec) -> list[Task]:
+    return [Task(id=stable_id(spec.family, t), task_type=spec.family, task=t, meta={"source": "spec"}) for t in spec.fixed_tasks]
+
+
+async def brainstorm(
+    spec: TaskSpec,
+    n: int,
+    client: LLMClient,
+    out_dir: Path,
+    seed: int,
+    stats: RunStats,
+    prompt_dirs: Sequence[str | Path] = (),
+    dedup_threshold: float = 0.7,
+    progress=None,
+) -> list[Task]:
+    """Return at least ``n`` distinct tasks when the model can give them (fewer, with a warning, if not)."""
+    if spec.brainstorm is None:
+        return fixed_tasks(spec)
+    path = tasks_path(out_dir, spec.family)
+    kept: list[Task] = load_tasks(path, spec.family) if path.exists() else []
+    index = NearDupIndex(threshold=dedup_threshold)
+    for t in kept:
+        index.add_if_new(t.task)
+    stats.resumed = len(kept)
+    if len(kept) >= n:
+        return kept
+
+    step = spec.brainstorm
+    per_call = spec.tasks_per_call
+    max_calls = 8 + 4 * math.ceil(n / per_call)
+    patience = 6  # calls in a row that add nothing before we accept fewer tasks
+    bar = progress.add_task(f"brainstorm {spec.family}", total=n, completed=len(kept)) if progress else None
+
+    def call_plan(call: int) -> dict[str, Any]:
+        call_seed = derive_seed("brainstorm", spec.family, seed, call)
+        variables = draw_variables(step, call_seed)
+        variables.update(n=per_call, task_type=spec.family)
+        params = dict(step.params)
+        params["temperature"] = spec.brainstorm_temperatures[call % len(spec.brainstorm_temperatures)]
+        messages, tmeta = build_messages(step, variables, prompt_dirs)
+        return {"call": call, "seed": call_seed, "variables": variables, "params": params,
+                "messages": messages, **tmeta}
+
+    async def ask(plan: dict[str, Any]):
+        return await client.ask_json(plan["messages"], step.schema, plan["params"], plan["seed"], name="tasks")
+
+    call, idle = 0, 0
+    with JsonlAppender(path) as out:
+        while len(kept) < n and call < max_calls and idle < patience:
+            wave = min(max_calls - call, max(1, math.ceil((n - len(kept)) / per_call)))
+            plans = [call_plan(c) for c in range(call, call + wave)]
+            call += wave
+            results = {}
+            async for plan, answer in bounded(plans, ask, limit=wave):
+                results[plan["call"]] = (plan, answer)
+            for c in sorted(results):  # in call order, so the kept set is the same every run
+                plan, answer = results[c]
+                stats.add(answer.ok, answer.prompt_tokens, answer.completion_tokens, answer.reason, answer.cached)
+                added = 0
+                for text in (answer.data or {}).get("tasks", []) if answer.ok else []:
+                    text = " ".join(str(text).split())
+                    if len(kept) >= n or not index.add_if_new(text):
+                        continue
+                    task = Task(
+                        id=stable_id(spec.family, text), task_type=spec.family, task=text,
+                        meta={"call": c, "seed": plan["seed"], "temperature": plan["params"]["temperature"],
+                              "variables": plan["variables"], "model": client.cfg.model,
+                              "template": plan["template"], "template_hash": plan["template_hash"]},
+                    )
+                    out.write(task.to_dict())
+                    kept.append(task)
+                    added += 1
+                idle = 0 if added else idle + 1
+                if bar is not None:
+                    progress.update(bar, completed=len(kept))
+    stats.extra["distinct_tasks"] = len(kept)
+    stats.extra["brainstorm_calls"] = call
+    return kept

@@ -1,0 +1,153 @@
+"""Generate (query, positive, graded negatives) records for a family's tasks.
+
+Items are planned up front from (family, task, repetition, seed, overrides), which also
+gives each its stable id and its own seed; an item already in ``generated.jsonl`` or
+``failed.jsonl`` is not redone, so re-running after a crash continues without losing or
+duplicating anything. Records and failures are appended and flushed as they finish.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from curate.asyncrun import bounded
+from curate.jsonl import JsonlAppender, read_jsonl, trim_partial_tail
+from curate.llm.client import Answer, LLMClient, derive_seed
+from curate.progress import RunStats
+from curate.records import Negative, Record, Task, stable_id
+from curate.taskspec import TaskSpec
+
+from curate.generate.prompting import build_messages, draw_variables
+
+GENERATED = "generated.jsonl"
+FAILED = "failed.jsonl"
+
+
+@dataclass
+class Item:
+    id: str
+    task: Task
+    repetition: int
+    seed: int
+
+
+def plan_items(spec: TaskSpec, tasks: Sequence[Task], n: int, seed: int,
+               overrides: dict[str, Any] | None = None) -> list[Item]:
+    """Item i uses task i mod T, so the first items already cover every task."""
+    if not tasks:
+        return []
+    pinned = sorted((overrides or {}).items())
+    items = []
+    for i in range(n):
+        task = tasks[i % len(tasks)]
+        rep = i // len(tasks)
+        item_id = stable_id(spec.family, task.task, rep, seed, pinned)
+        items.append(Item(item_id, task, rep, derive_seed("generate", item_id)))
+    return items
+
+
+def finished_ids(out_dir: Path) -> set[str]:
+    """Ids already written by an earlier run (records and final failures)."""
+    done: set[str] = set()
+    for name in (GENERATED, FAILED):
+        path = out_dir / name
+        if path.exists():
+            trim_partial_tail(path)
+            done.update(obj.get("id") for _, obj in read_jsonl(path) if isinstance(obj, dict))
+    return done
+
+
+def answer_to_record(spec: TaskSpec, item: Item, data: dict[str, Any], meta: dict[str, Any]) -> Record:
+    negatives = [
+        Negative(text=str(n["text"]).strip(), level=level, score=n.get("score"), answerable=n.get("answerable"))
+        for level, n in enumerate(data["negatives"][: spec.n_negatives], 1)
+    ]
+    return Record(
+        id=item.id,
+        task_type=spec.family,
+        task=item.task.task,
+        query=str(data["query"]).strip(),
+        positive=str(data["positive"]).strip(),
+        negatives=negatives,
+        positive_score=data.get("positive_score"),
+        positive_answerable=data.get("positive_answerable"),
+        meta=meta,
+    )
+
+
+async def generate(
+    spec: TaskSpec,
+    tasks: Sequence[Task],
+    n: int,
+    client: LLMClient,
+    out_dir: Path,
+    seed: int,
+    stats: RunStats,
+    overrides: dict[str, Any] | None = None,
+    prompt_dirs: Sequence[str | Path] = (),
+    retry_failed: bool = False,
+    progress=None,
+) -> RunStats:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    items = plan_items(spec, tasks, n, seed, overrides)
+    if retry_failed:
+        _drop_failed(out_dir, {it.id for it in items})
+    done = finished_ids(out_dir)
+    todo = [it for it in items if it.id not in done]
+    stats.total = len(items)
+    stats.resumed = len(items) - len(todo)
+    step = spec.generate
+    bar = progress.add_task(f"generate {spec.family}", total=len(items), completed=stats.resumed) if progress else None
+
+    async def work(item: Item) -> tuple[Answer, dict[str, Any]]:
+        variables = draw_variables(step, item.seed, overrides)
+        variables.update(task=item.task.task, n_negatives=spec.n_negatives, task_type=spec.family)
+        messages, tmeta = build_messages(step, variables, prompt_dirs)
+        answer = await client.ask_json(messages, step.schema, step.params, item.seed, name="example")
+        placeholders = {k: v for k, v in variables.items() if k not in ("task", "n_negatives", "task_type")}
+        meta = {
+            "model": client.cfg.model,
+            **tmeta,
+            "placeholders": placeholders,
+            "seed": item.seed,
+            "task_id": item.task.id,
+            "repetition": item.repetition,
+            "attempts": answer.attempts,
+            "tokens": {"prompt": answer.prompt_tokens, "completion": answer.completion_tokens},
+            "latency_s": round(answer.latency, 3),
+            "from_cache": answer.cached,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        return answer, meta
+
+    limit = client.cfg.concurrency * len(client.cfg.base_urls)
+    with JsonlAppender(out_dir / GENERATED) as good, JsonlAppender(out_dir / FAILED) as bad:
+        async for item, (answer, meta) in bounded(todo, work, limit):
+            stats.add(answer.ok, answer.prompt_tokens, answer.completion_tokens, answer.reason, answer.cached)
+            if answer.ok:
+                good.write(answer_to_record(spec, item, answer.data, meta).to_dict())
+            else:
+                bad.write({
+                    "id": item.id, "task_type": spec.family, "task": item.task.task,
+                    "reason": answer.reason, "attempts": answer.attempts, "history": answer.history,
+                    "raw": answer.raw, "meta": meta,
+                })
+            if bar is not None:
+                progress.advance(bar)
+    return stats
+
+
+def _drop_failed(out_dir: Path, ids: set[str]) -> None:
+    """Forget earlier final failures of these items so they are tried again."""
+    from curate.jsonl import atomic_write_jsonl
+
+    path = out_dir / FAILED
+    if path.exists():
+        trim_partial_tail(path)
+        keep = [obj for _, obj in read_jsonl(path) if obj.get("id") not in ids]
+        atomic_write_jsonl(path, keep)

@@ -1,0 +1,231 @@
+"""One LLM client for every backend: the embedded server, vLLM, or any OpenAI-compatible API.
+
+It asks for JSON that follows a schema and only returns answers that parse and validate.
+Two kinds of failure are handled separately:
+
+* transport faults (429, 5xx, timeouts, dropped connections) are retried with exponential
+  backoff and full jitter, honouring ``Retry-After``;
+* content faults (not JSON, fails the schema, cut off by ``finish_reason=length``) are
+  asked again with a new seed, a bounded number of times.
+
+Whatever happens, the caller gets an ``Answer``: either data, or a reason it failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import jsonschema
+import openai
+
+from curate.llm.cache import RequestCache, request_key
+
+SEED_MODULUS = 2**31 - 1
+RETRYABLE_STATUS = {408, 409, 425, 429}
+
+
+@dataclass
+class ClientConfig:
+    base_urls: list[str]
+    model: str
+    api_key: str | None = None
+    concurrency: int = 256  # per base URL: enough to keep a vLLM server's batch full
+    timeout: float = 600.0
+    max_retries: int = 6  # transport retries per request
+    max_reasks: int = 2  # new asks after a content fault
+    backoff_base: float = 1.0
+    backoff_max: float = 60.0
+
+
+@dataclass
+class Answer:
+    data: Any = None
+    raw: str | None = None
+    reason: str | None = None  # None when the answer is good
+    attempts: int = 0  # HTTP requests sent (cache hits count as requests that were once sent)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency: float = 0.0
+    cached: bool = False
+    history: list[str] = field(default_factory=list)  # one short note per failed attempt
+
+    @property
+    def ok(self) -> bool:
+        return self.reason is None
+
+
+class _Endpoint:
+    def __init__(self, base_url: str, cfg: ClientConfig):
+        self.base_url = base_url
+        self.inflight = 0
+        self.semaphore = asyncio.Semaphore(cfg.concurrency)
+        self.client = openai.AsyncOpenAI(
+            base_url=base_url,
+            api_key=cfg.api_key or "no-key",
+            max_retries=0,  # retries are ours, so they can be counted and bounded
+            timeout=httpx.Timeout(cfg.timeout, connect=min(cfg.timeout, 30.0)),
+            http_client=httpx.AsyncClient(
+                limits=httpx.Limits(max_connections=cfg.concurrency + 8, max_keepalive_connections=cfg.concurrency),
+                timeout=httpx.Timeout(cfg.timeout, connect=min(cfg.timeout, 30.0)),
+            ),
+        )
+
+
+def derive_seed(*parts: Any) -> int:
+    """A deterministic 31-bit seed from any parts (no global random state involved)."""
+    from curate.records import stable_id
+
+    return int(stable_id(*parts), 16) % SEED_MODULUS
+
+
+def _retry_after(headers: Any) -> float | None:
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return float(ms) / 1000.0
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value)
+        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+
+
+class LLMClient:
+    def __init__(self, cfg: ClientConfig, cache: RequestCache | None = None):
+        if not cfg.base_urls:
+            raise ValueError("no base URL")
+        self.cfg = cfg
+        self.cache = cache or RequestCache(None)
+        self._endpoints = [_Endpoint(u, cfg) for u in cfg.base_urls]
+        self._jitter = random.Random()  # timing jitter only; never affects content
+        self.requests_sent = 0
+
+    async def close(self) -> None:
+        for ep in self._endpoints:
+            await ep.client.close()
+        self.cache.close()
+
+    def _pick(self) -> _Endpoint:
+        return min(self._endpoints, key=lambda e: e.inflight)
+
+    def _backoff(self, attempt: int) -> float:
+        cap = min(self.cfg.backoff_max, self.cfg.backoff_base * (2**attempt))
+        return self._jitter.uniform(cap / 2, cap)
+
+    async def _send(self, body: dict[str, Any], answer: Answer) -> tuple[dict | None, str | None]:
+        """Send one request, retrying transport faults; return (response dict, failure reason)."""
+        last = "unknown"
+        for attempt in range(self.cfg.max_retries + 1):
+            ep = self._pick()
+            ep.inflight += 1
+            delay: float | None = None
+            try:
+                async with ep.semaphore:
+                    answer.attempts += 1
+                    self.requests_sent += 1
+                    resp = await ep.client.chat.completions.create(**body)
+                return resp.model_dump(), None
+            except openai.APIStatusError as e:
+                code = e.status_code
+                last = f"http-{code}"
+                if code not in RETRYABLE_STATUS and code < 500:
+                    return None, f"http-{code}: {_short(e.message)}"
+                delay = _retry_after(e.response.headers if e.response is not None else None)
+            except openai.APITimeoutError:
+                last = "timeout"
+            except openai.APIConnectionError as e:
+                last = f"connection: {_short(str(e.__cause__ or e))}"
+            except openai.APIError as e:  # a reply that is not an OpenAI-shaped response
+                last = f"bad-response: {_short(str(e))}"
+            finally:
+                ep.inflight -= 1
+            answer.history.append(last)
+            if attempt < self.cfg.max_retries:
+                await asyncio.sleep(delay if delay is not None else self._backoff(attempt))
+        return None, f"{last} (gave up after {self.cfg.max_retries + 1} attempts)"
+
+    async def ask_json(
+        self,
+        messages: list[dict[str, str]],
+        schema: dict[str, Any],
+        params: dict[str, Any],
+        seed: int,
+        name: str = "answer",
+    ) -> Answer:
+        """Ask for a JSON object following ``schema``; re-ask on content faults with new seeds."""
+        answer = Answer()
+        validator = jsonschema.Draft202012Validator(schema)
+        started = time.perf_counter()
+        for ask in range(self.cfg.max_reasks + 1):
+            body = {
+                "model": self.cfg.model,
+                "messages": messages,
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": name, "schema": schema, "strict": True},
+                },
+                "seed": (seed + ask * 7919) % SEED_MODULUS,
+                **params,
+            }
+            key = request_key(body)
+            resp = self.cache.get(key)
+            if resp is not None:
+                answer.cached = True
+                answer.attempts += resp.get("_curate_attempts", 1)
+            else:
+                resp, failure = await self._send(body, answer)
+                if failure:
+                    answer.reason = failure
+                    break
+                resp["_curate_attempts"] = 1
+                self.cache.put(key, resp)
+            usage = resp.get("usage") or {}
+            answer.prompt_tokens += int(usage.get("prompt_tokens") or 0)
+            answer.completion_tokens += int(usage.get("completion_tokens") or 0)
+            choice = (resp.get("choices") or [{}])[0]
+            content = (choice.get("message") or {}).get("content")
+            answer.raw = content
+            reason = _judge_content(content, choice.get("finish_reason"), validator)
+            if reason is None:
+                answer.data = json.loads(content)
+                answer.reason = None
+                break
+            answer.reason = reason
+            answer.history.append(reason)
+        answer.latency = time.perf_counter() - started
+        return answer
+
+
+def _judge_content(content: str | None, finish_reason: str | None, validator) -> str | None:
+    if finish_reason == "length":
+        return "truncated: finish_reason=length (raise max_tokens or lower the schema's maxLength)"
+    if not content:
+        return "invalid-json: empty answer"
+    try:
+        data = json.loads(content)
+    except json.JSONDecodeError as e:
+        return f"invalid-json: {e.msg} at char {e.pos}"
+    error = jsonschema.exceptions.best_match(validator.iter_errors(data))
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "(root)"
+        return f"schema: {where}: {_short(error.message)}"
+    return None
+
+
+def _short(text: str, limit: int = 160) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

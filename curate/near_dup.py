@@ -1,0 +1,63 @@
+"""Near-duplicate detection for short texts with MinHash and LSH (datasketch).
+
+Used to keep brainstormed task descriptions distinct; the filter stage builds on the
+same shingling so that "duplicate" means the same thing everywhere.
+"""
+
+from __future__ import annotations
+
+import re
+
+from datasketch import MinHash, MinHashLSH
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def normalize(text: str) -> str:
+    return " ".join(_WORD.findall(text.lower()))
+
+
+def shingles(text: str, size: int = 5) -> set[bytes]:
+    """Character n-grams of the normalized text: robust for short texts, where word n-grams are few."""
+    norm = normalize(text)
+    if len(norm) <= size:
+        return {norm.encode("utf-8")}
+    return {norm[i : i + size].encode("utf-8") for i in range(len(norm) - size + 1)}
+
+
+class NearDupIndex:
+    """Answers "is this text a near-duplicate of one already added?" in about constant time.
+
+    threshold is the estimated Jaccard similarity of 5-character shingles above which two
+    texts count as duplicates; 0.7 catches rewordings that keep most of a sentence while
+    letting two tasks about the same domain with different query/document kinds through.
+    """
+
+    def __init__(self, threshold: float = 0.7, num_perm: int = 128, shingle_size: int = 5):
+        self.threshold = threshold
+        self.num_perm = num_perm
+        self.shingle_size = shingle_size
+        self._lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
+        self._exact: set[str] = set()
+        self._n = 0
+
+    def _minhash(self, text: str) -> MinHash:
+        m = MinHash(num_perm=self.num_perm)
+        m.update_batch(list(shingles(text, self.shingle_size)))
+        return m
+
+    def add_if_new(self, text: str) -> bool:
+        """Add ``text`` unless it near-duplicates an earlier one; return whether it was added."""
+        norm = normalize(text)
+        if not norm or norm in self._exact:
+            return False
+        m = self._minhash(text)
+        if self._lsh.query(m):
+            return False
+        self._lsh.insert(str(self._n), m)
+        self._exact.add(norm)
+        self._n += 1
+        return True
+
+    def __len__(self) -> int:
+        return self._n

@@ -1,0 +1,170 @@
+"""Task specs (tasks/*.yaml): which templates a family uses, its placeholder pools and answer schema.
+
+A user adds a family by writing a template and a spec; nothing here is family-specific.
+Placeholder values are drawn with a per-item random generator, so an item renders the
+same prompt on every run whatever order the items run in.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from curate.errors import CurateError
+from curate.resources import resource_dir
+
+ANSWER_KEYS = ("query", "positive", "negatives")
+DEFAULT_PARAMS = {"temperature": 1.0, "top_p": 1.0, "max_tokens": 2048}
+
+
+@dataclass
+class PromptStep:
+    """One LLM call shape: a template, the variables drawn into it, the answer schema."""
+
+    template: str
+    schema: dict[str, Any]
+    placeholders: dict[str, list[Any]] = field(default_factory=dict)
+    banks: dict[str, str] = field(default_factory=dict)  # variable -> data/banks/<name>.txt
+    params: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_PARAMS))
+    system: str | None = None
+
+    def draw(self, rng: random.Random) -> dict[str, Any]:
+        """Pick one value per placeholder pool and one line per bank."""
+        values = {name: rng.choice(pool) for name, pool in sorted(self.placeholders.items())}
+        for name, bank in sorted(self.banks.items()):
+            values[name] = rng.choice(load_bank(bank))
+        return values
+
+
+@dataclass
+class TaskSpec:
+    family: str
+    description: str
+    path: Path
+    generate: PromptStep
+    brainstorm: PromptStep | None = None
+    tasks_per_call: int = 20
+    brainstorm_temperatures: list[float] = field(default_factory=lambda: [0.8, 1.0, 1.2])
+    fixed_tasks: list[str] = field(default_factory=list)
+    n_negatives: int = 4
+    symmetric: bool = False
+    score_scale: tuple[float, float] = (1.0, 10.0)
+
+
+@lru_cache(maxsize=None)
+def load_bank(name: str) -> tuple[str, ...]:
+    """A bank is a text file of one entry a line under data/banks/; '#' starts a comment."""
+    path = Path(name) if name.endswith(".txt") and Path(name).exists() else resource_dir("data") / "banks" / f"{name}.txt"
+    if not path.exists():
+        raise CurateError(f"bank {name!r} not found (looked for {path})")
+    lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()]
+    entries = tuple(ln for ln in lines if ln and not ln.startswith("#"))
+    if not entries:
+        raise CurateError(f"{path}: bank is empty")
+    return entries
+
+
+def list_families(extra_dirs: tuple[Path, ...] = ()) -> list[str]:
+    dirs = list(extra_dirs) + [resource_dir("tasks")]
+    names = {p.stem for d in dirs if Path(d).is_dir() for p in Path(d).glob("*.yaml")}
+    return sorted(names)
+
+
+def find_spec(name: str, extra_dirs: tuple[Path, ...] = ()) -> Path:
+    p = Path(name)
+    if p.suffix in (".yaml", ".yml") and p.exists():
+        return p
+    for d in list(extra_dirs) + [resource_dir("tasks")]:
+        cand = Path(d) / f"{name}.yaml"
+        if cand.exists():
+            return cand
+    known = ", ".join(list_families(extra_dirs))
+    raise CurateError(f"unknown task family {name!r} (known: {known})")
+
+
+def load_spec(name: str, extra_dirs: tuple[Path, ...] = ()) -> TaskSpec:
+    path = find_spec(name, extra_dirs)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise CurateError(f"{where}: invalid YAML: {getattr(e, 'problem', e)}") from None
+    if not isinstance(raw, dict):
+        raise CurateError(f"{path}: a task spec must be a YAML mapping")
+    try:
+        return _parse(raw, path)
+    except (KeyError, TypeError, ValueError) as e:
+        raise CurateError(f"{path}: {e}") from None
+
+
+def _step(raw: dict[str, Any], where: str) -> PromptStep:
+    if not isinstance(raw, dict):
+        raise ValueError(f"'{where}' must be a mapping")
+    if "template" not in raw or "schema" not in raw:
+        raise ValueError(f"'{where}' needs 'template' and 'schema'")
+    placeholders = raw.get("placeholders") or {}
+    for key, pool in placeholders.items():
+        if not isinstance(pool, list) or not pool:
+            raise ValueError(f"'{where}.placeholders.{key}' must be a non-empty list")
+    params = dict(DEFAULT_PARAMS)
+    params.update(raw.get("params") or {})
+    _check_string_limits(raw["schema"], f"{where}.schema")
+    return PromptStep(
+        template=str(raw["template"]),
+        schema=raw["schema"],
+        placeholders=placeholders,
+        banks=dict(raw.get("banks") or {}),
+        params=params,
+        system=raw.get("system"),
+    )
+
+
+def _check_string_limits(schema: Any, where: str) -> None:
+    """Every string in an answer schema carries maxLength, so no answer can run away."""
+    if isinstance(schema, dict):
+        if schema.get("type") == "string" and "enum" not in schema and "maxLength" not in schema:
+            raise ValueError(f"'{where}': every string needs a maxLength")
+        for key, sub in schema.items():
+            _check_string_limits(sub, f"{where}.{key}")
+    elif isinstance(schema, list):
+        for i, sub in enumerate(schema):
+            _check_string_limits(sub, f"{where}[{i}]")
+
+
+def _parse(raw: dict[str, Any], path: Path) -> TaskSpec:
+    family = str(raw.get("family") or path.stem)
+    generate = _step(raw["generate"], "generate")
+    required = set(generate.schema.get("required") or [])
+    missing = [k for k in ANSWER_KEYS if k not in required]
+    if missing:
+        raise ValueError(f"generate.schema must require {', '.join(missing)}")
+    brainstorm = None
+    b = raw.get("brainstorm")
+    if b:
+        brainstorm = _step(b, "brainstorm")
+        if "tasks" not in (brainstorm.schema.get("required") or []):
+            raise ValueError("brainstorm.schema must require 'tasks'")
+    fixed = [str(t) for t in raw.get("fixed_tasks") or []]
+    if brainstorm is None and not fixed:
+        raise ValueError("a spec needs a 'brainstorm' section or 'fixed_tasks'")
+    b = b or {}
+    scale = raw.get("score_scale") or [1, 10]
+    return TaskSpec(
+        family=family,
+        description=str(raw.get("description", "")),
+        path=path,
+        generate=generate,
+        brainstorm=brainstorm,
+        tasks_per_call=int(b.get("tasks_per_call", 20)),
+        brainstorm_temperatures=[float(t) for t in b.get("temperatures", [0.8, 1.0, 1.2])],
+        fixed_tasks=fixed,
+        n_negatives=int(raw.get("n_negatives", 4)),
+        symmetric=bool(raw.get("symmetric", False)),
+        score_scale=(float(scale[0]), float(scale[1])),
+    )

@@ -1,0 +1,28 @@
+"""Shared test helpers: run the CLI as a user would, and read its outputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def run_curate(*args: str, timeout: float = 900, env: dict | None = None, cwd: str | Path | None = None):
+    """Run ``python -m curate ARGS`` in a subprocess; return the CompletedProcess (text)."""
+    full_env = dict(os.environ)
+    full_env.pop("OPENAI_BASE_URL", None)
+    full_env.update(env or {})
+    return subprocess.run([sys.executable, "-m", "curate", *args], capture_output=True, text=True,
+                          timeout=timeout, env=full_env, cwd=cwd or REPO)
+
+
+def read_jsonl(path: str | Path) -> list[dict]:
+    path = Path(path)
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]

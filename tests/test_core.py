@@ -1,0 +1,148 @@
+"""Records, JSONL I/O, templates, task specs and near-duplicate detection."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from curate.errors import CurateError
+from curate.jsonl import JsonlAppender, atomic_write_text, read_jsonl, trim_partial_tail
+from curate.near_dup import NearDupIndex
+from curate.records import FAMILIES, Negative, Record, read_records
+from curate.taskspec import load_spec
+from curate.templates import load_template, render
+
+
+def _record(**kw) -> Record:
+    base = dict(id="a1", task_type="short-long", task="t", query="q", positive="p",
+                negatives=[Negative(text=f"n{i}", level=i) for i in range(1, 5)])
+    base.update(kw)
+    return Record(**base)
+
+
+def test_record_round_trips_through_json():
+    r = _record(positive_score=9, meta={"seed": 3})
+    again = Record.from_dict(json.loads(json.dumps(r.to_dict())))
+    assert again == r
+
+
+def test_read_records_names_file_and_line_of_a_bad_record(tmp_path):
+    p = tmp_path / "in.jsonl"
+    p.write_text(json.dumps(_record().to_dict()) + "\n" + json.dumps({"id": "x"}) + "\n")
+    with pytest.raises(CurateError, match=r"in\.jsonl:2: .*lacks task_type"):
+        read_records(p)
+
+
+def test_read_jsonl_names_line_of_invalid_json(tmp_path):
+    p = tmp_path / "bad.jsonl"
+    p.write_text('{"a": 1}\n\n{"a": \n')
+    with pytest.raises(CurateError, match=r"bad\.jsonl:3: invalid JSON"):
+        list(read_jsonl(p))
+
+
+def test_partial_tail_is_cut_before_appending(tmp_path):
+    p = tmp_path / "out.jsonl"
+    p.write_text('{"id": 1}\n{"id": 2}\n{"id": 3, "tru')
+    assert trim_partial_tail(p) == len('{"id": 3, "tru')
+    with JsonlAppender(p) as w:
+        w.write({"id": 4})
+    assert [o["id"] for _, o in read_jsonl(p)] == [1, 2, 4]
+
+
+def test_atomic_write_leaves_old_file_when_interrupted(tmp_path):
+    p = tmp_path / "report.json"
+    p.write_text("old")
+
+
+    with pytest.raises(TypeError):
+        atomic_write_text(p, 123)  # writing fails midway
+    assert p.read_text() == "old"
+    assert [x.name for x in tmp_path.iterdir()] == ["report.json"], "no temporary file left behind"
+
+
+def test_strict_undefined_names_template_and_variable(tmp_path):
+    (tmp_path / "t.j2").write_text("Hello {{ who }} and {{ missing_thing }}")
+    tpl = load_template("t.j2", [tmp_path])
+    with pytest.raises(CurateError, match=r"t\.j2.*missing_thing"):
+        render(tpl, {"who": "x"})
+
+
+def test_user_templates_run_in_the_sandbox(tmp_path):
+    (tmp_path / "evil.j2").write_text("{{ ''.__class__.__mro__[1].__subclasses__() }}")
+    with pytest.raises(CurateError, match="sandbox|undefined"):
+        render(load_template("evil.j2", [tmp_path]), {})
+
+
+def test_user_prompt_dir_overrides_shipped_template(tmp_path):
+    (tmp_path / "generate").mkdir()
+    (tmp_path / "generate" / "sts.j2").write_text("custom {{ task }}")
+    assert render(load_template("generate/sts.j2", [tmp_path]), {"task": "x"}) == "custom x"
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_shipped_spec_loads_and_renders(family):
+    spec = load_spec(family)
+    assert spec.family == family and spec.n_negatives == 4
+    variables = spec.generate.draw(random.Random(0))
+    text = render(load_template(spec.generate.template), dict(task="T", n_negatives=4, task_type=family, **variables))
+    assert "T" in text and "JSON" in text
+    if spec.brainstorm:
+        bvars = spec.brainstorm.draw(random.Random(0))
+        assert render(load_template(spec.brainstorm.template), dict(n=5, task_type=family, **bvars))
+    else:
+        assert spec.fixed_tasks
+
+
+def test_placeholder_draws_depend_only_on_the_item_seed():
+    spec = load_spec("short-long")
+    a = spec.generate.draw(random.Random(42))
+    random.seed(999)  # global state must not matter
+    b = spec.generate.draw(random.Random(42))
+    assert a == b
+    draws = {json.dumps(spec.generate.draw(random.Random(s)), sort_keys=True) for s in range(30)}
+    assert len(draws) > 20, "different seeds give different prompts"
+
+
+def test_spec_without_string_limit_is_rejected(tmp_path):
+    (tmp_path / "fam.yaml").write_text(
+        "family: fam\nfixed_tasks: [x]\ngenerate:\n  template: generate/sts.j2\n  schema:\n"
+        "    type: object\n    properties: {query: {type: string}}\n    required: [query, positive, negatives]\n"
+    )
+    with pytest.raises(CurateError, match="maxLength"):
+        load_spec(str(tmp_path / "fam.yaml"))
+
+
+def test_spec_yaml_error_names_file_and_line(tmp_path):
+    (tmp_path / "bad.yaml").write_text("family: x\ngenerate: [\n")
+    with pytest.raises(CurateError, match=r"bad\.yaml:\d+: invalid YAML"):
+        load_spec(str(tmp_path / "bad.yaml"))
+
+
+def test_user_adds_a_family_with_only_a_spec_and_template(tmp_path):
+    (tmp_path / "prompts" / "generate").mkdir(parents=True)
+    (tmp_path / "prompts" / "generate" / "quotes.j2").write_text("Task {{ task }} in {{ mood }} mood.")
+    spec_text = (
+        "family: quotes\nfixed_tasks: [Find the quote]\ngenerate:\n  template: generate/quotes.j2\n"
+        "  placeholders: {mood: [happy, sad]}\n  schema:\n    type: object\n    properties:\n"
+        "      query: {type: string, maxLength: 50}\n      positive: {type: string, maxLength: 50}\n"
+        "      negatives: {type: array, items: {type: object, properties: {text: {type: string, maxLength: 50}}}}\n"
+        "    required: [query, positive, negatives]\n"
+    )
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "quotes.yaml").write_text(spec_text)
+    spec = load_spec("quotes", (tmp_path / "tasks",))
+    text = render(load_template(spec.generate.template, [tmp_path / "prompts"]),
+                  dict(task="Find the quote", **spec.generate.draw(random.Random(1))))
+    assert text in ("Task Find the quote in happy mood.", "Task Find the quote in sad mood.")
+
+
+def test_near_dup_index_drops_rewordings_keeps_distinct_tasks():
+    idx = NearDupIndex(threshold=0.7)
+    assert idx.add_if_new("Given a patient's symptom question, retrieve medical articles that answer it.")
+    assert not idx.add_if_new("Given a patient's symptom question, retrieve medical articles that answer it!")
+    assert not idx.add_if_new("given a patients symptom question retrieve medical articles that answer it")
+    assert not idx.add_if_new("Given a patient's symptom question, retrieve the medical articles that answer it.")
+    assert idx.add_if_new("Given a legal term, find court rulings that interpret it.")
+    assert len(idx) == 2
