@@ -127,11 +127,13 @@ def brainstorm(task_names, n, out, dedup_threshold, **kw) -> None:
               help="Use these tasks (JSONL of {\"task\": ...}) instead of brainstorming.")
 @click.option("--set", "overrides", multiple=True, metavar="NAME=VALUE",
               help="Pin a placeholder for every item, e.g. --set num_words=50.")
+@click.option("--max-chars", type=click.IntRange(20), default=None,
+              help="Cap every text of the answer at this many characters (quick runs, token budgets).")
 @click.option("--retry-failed", is_flag=True, help="Try items that failed in an earlier run again.")
 @click.option("--dedup-threshold", type=click.FloatRange(0.0, 1.0), default=0.7, show_default=True,
               help="MinHash Jaccard above which two task descriptions count as the same.")
 @_llm_options
-def generate(task_names, n, out, per_task, tasks_file, overrides, retry_failed, dedup_threshold, **kw) -> None:
+def generate(task_names, n, out, per_task, tasks_file, overrides, max_chars, retry_failed, dedup_threshold, **kw) -> None:
     """Generate (query, positive, 4 graded negatives) records into OUT/generated.jsonl.
 
     Negatives come hardest first (level 1) to easiest (level 4). Re-running the same command
@@ -145,12 +147,13 @@ def generate(task_names, n, out, per_task, tasks_file, overrides, retry_failed, 
     pins = _parse_overrides(overrides)
     if tasks_file and len(task_names) > 1:
         raise CurateError("--tasks-file goes with a single --task")
+    given = load_tasks(Path(tasks_file)) if tasks_file else None  # checked before any server starts
+    if given == []:
+        raise CurateError(f"{tasks_file}: no tasks")
 
     async def one(spec, client, stats, progress):
-        if tasks_file:
+        if given:
             tasks = load_tasks(Path(tasks_file), spec.family)
-            if not tasks:
-                raise CurateError(f"{tasks_file}: no tasks")
         else:
             bstats = RunStats(stage="brainstorm")
             tasks = await run_brainstorm(spec, math.ceil(n / per_task), client, Path(out), kw["seed"], bstats,
@@ -160,7 +163,7 @@ def generate(task_names, n, out, per_task, tasks_file, overrides, retry_failed, 
                 raise CurateError(f"{spec.family}: brainstorming gave no usable task (see {out}/logs)")
         stats.extra["tasks_used"] = len(tasks)
         await run_generate(spec, tasks, n, client, Path(out), kw["seed"], stats, pins, kw["prompts_dirs"],
-                           retry_failed, progress)
+                           retry_failed, progress, max_chars)
 
     _run_stage("generate", task_names, out, kw, one)
 

@@ -7,6 +7,7 @@ same prompt on every run whatever order the items run in.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -32,6 +33,12 @@ class PromptStep:
     banks: dict[str, str] = field(default_factory=dict)  # variable -> data/banks/<name>.txt
     params: dict[str, Any] = field(default_factory=lambda: dict(DEFAULT_PARAMS))
     system: str | None = None
+
+    def with_max_chars(self, limit: int | None) -> PromptStep:
+        """A copy whose answer strings are capped at ``limit`` characters (quick runs, budgets)."""
+        if not limit:
+            return self
+        return dataclasses.replace(self, schema=_clamp_strings(self.schema, limit))
 
     def draw(self, rng: random.Random) -> dict[str, Any]:
         """Pick one value per placeholder pool and one line per bank."""
@@ -123,6 +130,19 @@ def _step(raw: dict[str, Any], where: str) -> PromptStep:
         params=params,
         system=raw.get("system"),
     )
+
+
+def _clamp_strings(schema: Any, limit: int) -> Any:
+    if isinstance(schema, dict):
+        out = {k: _clamp_strings(v, limit) for k, v in schema.items()}
+        if out.get("type") == "string" and "enum" not in out:
+            out["maxLength"] = min(int(out.get("maxLength", limit)), limit)
+            if "minLength" in out:
+                out["minLength"] = min(int(out["minLength"]), out["maxLength"])
+        return out
+    if isinstance(schema, list):
+        return [_clamp_strings(v, limit) for v in schema]
+    return schema
 
 
 def _check_string_limits(schema: Any, where: str) -> None:

@@ -524,3 +524,27 @@ def test_resume_with_larger_n_and_same_requests_in_a_fresh_folder(tmp_path):
         bodies2 = sorted(json.dumps(r.body, sort_keys=True) for r in srv.chat_requests)
     assert bodies == bodies2, "the same items sent different prompts or seeds"
     assert sorted(r["id"] for r in third.generated) == ids
+
+
+# --------------------------------------------------------------------------- --retry-failed
+
+
+def test_retry_failed_asks_again(strict):
+    """--retry-failed tries earlier failures again: transport and content faults alike.
+
+    The scripts of "503,503,ok", "malformed,ok", "length,ok" and "badschema,ok" now answer ok,
+    so every one of those items must reach generated.jsonl with a freshly sent request (a
+    cached copy of the bad answer is not a new try).
+    """
+    run, srv = strict.run, strict.srv
+    sent = {s.tag: srv.count_for(s.tag) for s in strict.specs}
+    again = run_cmd(run.cmd + ["--retry-failed"], run.out, strict.home)
+    assert_partition(again, strict.specs)
+    for faults in ("503,503,ok", "malformed,ok", "length,ok", "badschema,ok"):
+        s = spec_for(strict.specs, faults)
+        new = srv.count_for(s.tag) - sent[s.tag]
+        assert new >= 1, f"--retry-failed sent no request for FAULTS[{faults}] (reason: {run.failure_of(s)['reason']})"
+        assert_record_shape(again.record(s), s)
+    for faults in ("500", "timeout", "drop", "404"):  # still failing, still exactly once
+        s = spec_for(strict.specs, faults)
+        assert again.failure_of(s)["reason"].startswith(STRICT[faults][0])

@@ -19,7 +19,7 @@ from tests.helpers import REPO, read_jsonl, run_curate
 pytestmark = pytest.mark.e2e
 
 # Small documents keep the CPU run short; every other placeholder is drawn as in production.
-SHORT = ["--set", "num_words=40"]
+SHORT = ["--set", "num_words=40", "--max-chars", "300"]
 
 
 def _check_record(rec: dict, family: str) -> None:

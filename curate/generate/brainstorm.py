@@ -18,7 +18,6 @@ from curate.asyncrun import bounded
 from curate.errors import CurateError
 from curate.jsonl import JsonlAppender, read_jsonl
 from curate.llm.client import LLMClient, derive_seed
-from curate.near_dup import NearDupIndex
 from curate.progress import RunStats
 from curate.records import Task, stable_id
 from curate.taskspec import TaskSpec
@@ -66,6 +65,8 @@ async def brainstorm(
         return fixed_tasks(spec)
     path = tasks_path(out_dir, spec.family)
     kept: list[Task] = load_tasks(path, spec.family) if path.exists() else []
+    from curate.near_dup import NearDupIndex  # datasketch is slow to import; only brainstorming needs it
+
     index = NearDupIndex(threshold=dedup_threshold)
     for t in kept:
         index.add_if_new(t.task)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from curate.asyncrun import bounded
-from curate.jsonl import JsonlAppender, read_jsonl, trim_partial_tail
+from curate.jsonl import JsonlAppender, atomic_write_jsonl, read_jsonl, trim_partial_tail
 from curate.llm.client import Answer, LLMClient, derive_seed
 from curate.progress import RunStats
 from curate.records import Negative, Record, Task, stable_id
@@ -36,11 +36,13 @@ class Item:
 
 
 def plan_items(spec: TaskSpec, tasks: Sequence[Task], n: int, seed: int,
-               overrides: dict[str, Any] | None = None) -> list[Item]:
+               overrides: dict[str, Any] | None = None, max_chars: int | None = None) -> list[Item]:
     """Item i uses task i mod T, so the first items already cover every task."""
     if not tasks:
         return []
     pinned = sorted((overrides or {}).items())
+    if max_chars:
+        pinned.append(("max_chars", max_chars))
     items = []
     for i in range(n):
         task = tasks[i % len(tasks)]
@@ -91,30 +93,32 @@ async def generate(
     prompt_dirs: Sequence[str | Path] = (),
     retry_failed: bool = False,
     progress=None,
+    max_chars: int | None = None,
 ) -> RunStats:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    items = plan_items(spec, tasks, n, seed, overrides)
-    if retry_failed:
-        _drop_failed(out_dir, {it.id for it in items})
+    items = plan_items(spec, tasks, n, seed, overrides, max_chars)
+    retried = _drop_failed(out_dir, {it.id for it in items}) if retry_failed else set()
     done = finished_ids(out_dir)
     todo = [it for it in items if it.id not in done]
     stats.total = len(items)
     stats.resumed = len(items) - len(todo)
-    step = spec.generate
+    step = spec.generate.with_max_chars(max_chars)
     bar = progress.add_task(f"generate {spec.family}", total=len(items), completed=stats.resumed) if progress else None
 
     async def work(item: Item) -> tuple[Answer, dict[str, Any]]:
         variables = draw_variables(step, item.seed, overrides)
         variables.update(task=item.task.task, n_negatives=spec.n_negatives, task_type=spec.family)
         messages, tmeta = build_messages(step, variables, prompt_dirs)
-        answer = await client.ask_json(messages, step.schema, step.params, item.seed, name="example")
+        answer = await client.ask_json(messages, step.schema, step.params, item.seed, name="example",
+                                       fresh=item.id in retried)
         placeholders = {k: v for k, v in variables.items() if k not in ("task", "n_negatives", "task_type")}
         meta = {
             "model": client.cfg.model,
             **tmeta,
             "placeholders": placeholders,
             "seed": item.seed,
+            **({"max_chars": max_chars} if max_chars else {}),
             "task_id": item.task.id,
             "repetition": item.repetition,
             "attempts": answer.attempts,
@@ -142,12 +146,12 @@ async def generate(
     return stats
 
 
-def _drop_failed(out_dir: Path, ids: set[str]) -> None:
-    """Forget earlier final failures of these items so they are tried again."""
-    from curate.jsonl import atomic_write_jsonl
-
+def _drop_failed(out_dir: Path, ids: set[str]) -> set[str]:
+    """Forget earlier final failures of these items so they are tried again; return their ids."""
     path = out_dir / FAILED
-    if path.exists():
-        trim_partial_tail(path)
-        keep = [obj for _, obj in read_jsonl(path) if obj.get("id") not in ids]
-        atomic_write_jsonl(path, keep)
+    if not path.exists():
+        return set()
+    trim_partial_tail(path)
+    rows = [obj for _, obj in read_jsonl(path)]
+    atomic_write_jsonl(path, [obj for obj in rows if obj.get("id") not in ids])
+    return {obj.get("id") for obj in rows if obj.get("id") in ids}

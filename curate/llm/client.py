@@ -145,6 +145,8 @@ class LLMClient:
                 if code not in RETRYABLE_STATUS and code < 500:
                     return None, f"http-{code}: {_short(e.message)}"
                 delay = _retry_after(e.response.headers if e.response is not None else None)
+                if delay is not None:
+                    delay = min(delay, self.cfg.backoff_max)  # a server asking for an hour gets a minute
             except openai.APITimeoutError:
                 last = "timeout"
             except openai.APIConnectionError as e:
@@ -165,8 +167,13 @@ class LLMClient:
         params: dict[str, Any],
         seed: int,
         name: str = "answer",
+        fresh: bool = False,
     ) -> Answer:
-        """Ask for a JSON object following ``schema``; re-ask on content faults with new seeds."""
+        """Ask for a JSON object following ``schema``; re-ask on content faults with new seeds.
+
+        ``fresh`` skips cached answers (they are still stored): for retrying an item whose
+        cached answers were the reason it failed.
+        """
         answer = Answer()
         validator = jsonschema.Draft202012Validator(schema)
         started = time.perf_counter()
@@ -182,7 +189,7 @@ class LLMClient:
                 **params,
             }
             key = request_key(body)
-            resp = self.cache.get(key)
+            resp = None if fresh else self.cache.get(key)
             if resp is not None:
                 answer.cached = True
                 answer.attempts += resp.get("_curate_attempts", 1)
