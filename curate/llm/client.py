@@ -65,6 +65,7 @@ class _Endpoint:
     def __init__(self, base_url: str, cfg: ClientConfig):
         self.base_url = base_url
         self.inflight = 0
+        self.cooldown_until = 0.0  # after a transport fault, other servers are preferred until then
         self.semaphore = asyncio.Semaphore(cfg.concurrency)
         self.client = openai.AsyncOpenAI(
             base_url=base_url,
@@ -119,8 +120,11 @@ class LLMClient:
             await ep.client.close()
         self.cache.close()
 
-    def _pick(self) -> _Endpoint:
-        return min(self._endpoints, key=lambda e: e.inflight)
+    def _pick(self, avoid: _Endpoint | None = None) -> _Endpoint:
+        """The least busy server, preferring those that have not just failed (and, on a retry,
+        another server than the one that failed)."""
+        now = time.monotonic()
+        return min(self._endpoints, key=lambda e: (e.cooldown_until > now, e is avoid, e.inflight))
 
     def _backoff(self, attempt: int) -> float:
         cap = min(self.cfg.backoff_max, self.cfg.backoff_base * (2**attempt))
@@ -129,8 +133,9 @@ class LLMClient:
     async def _send(self, body: dict[str, Any], answer: Answer) -> tuple[dict | None, str | None]:
         """Send one request, retrying transport faults; return (response dict, failure reason)."""
         last = "unknown"
+        ep: _Endpoint | None = None
         for attempt in range(self.cfg.max_retries + 1):
-            ep = self._pick()
+            ep = self._pick(avoid=ep)
             ep.inflight += 1
             delay: float | None = None
             try:
@@ -157,7 +162,9 @@ class LLMClient:
                 ep.inflight -= 1
             answer.history.append(last)
             if attempt < self.cfg.max_retries:
-                await asyncio.sleep(delay if delay is not None else self._backoff(attempt))
+                wait = delay if delay is not None else self._backoff(attempt)
+                ep.cooldown_until = max(ep.cooldown_until, time.monotonic() + max(2 * wait, 1.0))
+                await asyncio.sleep(wait)
         return None, f"{last} (gave up after {self.cfg.max_retries + 1} attempts)"
 
     async def ask_json(
