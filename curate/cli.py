@@ -45,8 +45,6 @@ def _llm_options(fn):
         click.option("--seed", type=int, default=0, show_default=True, help="Seed for every per-item draw."),
         click.option("--prompts-dir", "prompts_dirs", multiple=True, type=click.Path(file_okay=False),
                      help="Extra folder of Jinja templates, searched before the shipped prompts/."),
-        click.option("--tasks-dir", "tasks_dirs", multiple=True, type=click.Path(file_okay=False),
-                     help="Extra folder of task specs (YAML), searched before the shipped tasks/."),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -55,6 +53,8 @@ def _llm_options(fn):
 
 def _family_options(fn):
     """Which families, where to write, and when two tasks count as the same."""
+    fn = click.option("--tasks-dir", "tasks_dirs", multiple=True, type=click.Path(file_okay=False),
+                      help="Extra folder of task specs (YAML), searched before the shipped tasks/.")(fn)
     fn = click.option("--dedup-threshold", type=click.FloatRange(0.0, 1.0), default=0.7, show_default=True,
                       help="MinHash Jaccard above which two task descriptions count as the same.")(fn)
     fn = click.option("--out", type=click.Path(file_okay=False), required=True,
@@ -225,6 +225,30 @@ def _combine(summaries: dict[str, Any]) -> dict[str, Any]:
         for k, v in s["failure_reasons"].items():
             reasons[k] = reasons.get(k, 0) + v
     return {"counts": counts, "failure_reasons": reasons, "families": summaries}
+
+
+@cli.command(name="filter")
+@click.option("--in", "in_path", type=click.Path(dir_okay=False), required=True, help="Records to filter (JSONL).")
+@click.option("--out", type=click.Path(file_okay=False), required=True,
+              help="Folder for filtered.jsonl, rejected.jsonl, filter_report.json and plots.")
+@click.option("--recipe", default="default", show_default=True,
+              help="A shipped recipe name (default, strict) or a recipe YAML file.")
+@click.option("--teacher", default=None, help="Teacher embedding model (sentence-transformers name or path); "
+                                               "default: the recipe's, else the bundled all-MiniLM-L6-v2.")
+@click.option("--query-prompt", default=None, help="Prefix for queries given to the teacher (e.g. 'query: ').")
+@click.option("--doc-prompt", default=None, help="Prefix for documents given to the teacher (e.g. 'passage: ').")
+@click.option("--corpus", "corpus_path", type=click.Path(dir_okay=False), default=None,
+              help="Real documents (JSONL with 'text', BEIR corpus.jsonl works) added to the teacher's ranking pool.")
+@_llm_options
+def filter_cmd(in_path, out, recipe, teacher, query_prompt, doc_prompt, corpus_path, **kw) -> None:
+    """Drop faulty records and negatives; every drop goes to rejected.jsonl with its step and reason.
+
+    Judges (refute/answerability steps) use the LLM options below; by default the embedded model.
+    """
+    from curate.filter.main import filter_main
+
+    filter_main(Path(in_path), Path(out), recipe, teacher, query_prompt, doc_prompt,
+                Path(corpus_path) if corpus_path else None, _llm_opts(kw))
 
 
 @cli.command()

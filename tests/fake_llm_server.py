@@ -34,6 +34,12 @@ Actions:
 ``badschema``  200, valid JSON missing required keys
 ``empty``      200, content is the empty string
 
+Enum answers: an ``ok`` answer takes the first value of an ``enum``. A user message may also
+carry ``VERDICT[a,b,c]``: the answer's top-level ``verdict`` field is then set to ``a`` for the
+first request with that marker key (marker plus the rest of its line), ``b`` for the second,
+and so on, the last value repeating; counted separately from ``FAULTS``, and only for
+requests that are answered with content.
+
 Every request is recorded (:class:`Req`: time, path, headers, parsed body, marker key,
 action, sequence number within the key) in ``server.requests``.
 """
@@ -55,6 +61,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterator
 
 MARKER_RE = re.compile(r"FAULTS\[([^\]]*)\]")
+VERDICT_RE = re.compile(r"VERDICT\[([^\]]*)\]")
 ACTION_RE = re.compile(
     r"^(ok|429(s\d+(\.\d+)?)?|\d{3}|timeout(\d+(\.\d+)?)?|slow(\d+(\.\d+)?)?|drop|malformed|truncated|length|badschema|empty)$"
 )
@@ -109,7 +116,7 @@ def _text_of(content: Any) -> str:
     return ""
 
 
-def find_marker(messages: Any) -> tuple[str | None, list[str]]:
+def find_marker(messages: Any, pattern: re.Pattern = MARKER_RE) -> tuple[str | None, list[str]]:
     """(marker key, actions) from the newest user message carrying a marker, else (None, ["ok"])."""
     if not isinstance(messages, list):
         return None, ["ok"]
@@ -117,11 +124,13 @@ def find_marker(messages: Any) -> tuple[str | None, list[str]]:
         if not isinstance(msg, dict) or msg.get("role") != "user":
             continue
         text = _text_of(msg.get("content"))
-        m = MARKER_RE.search(text)
+        m = pattern.search(text)
         if m:
             line_end = text.find("\n", m.end())
             rest = text[m.end(): line_end if line_end >= 0 else len(text)].strip()
             key = f"{m.group(0)} {rest}".strip()
+            if pattern is not MARKER_RE:
+                return key, [v.strip() for v in m.group(1).split(",") if v.strip()]
             return key, parse_actions(m.group(1))
     return None, ["ok"]
 
@@ -484,6 +493,9 @@ class _Handler(BaseHTTPRequestHandler):
         schema = request_schema(body)
         rng = random.Random(_seed_for(req))
         answer = build_instance(schema, rng) if schema else {"text": _words(rng, 60, 1, None)}
+        vkey, verdicts = find_marker(body.get("messages"), VERDICT_RE)
+        if vkey is not None and verdicts and isinstance(answer, dict) and "verdict" in answer:
+            answer["verdict"] = fake._next_verdict(vkey, verdicts)
         full = json.dumps(answer, ensure_ascii=False)
         finish = "stop"
         if action == "ok":
@@ -580,6 +592,7 @@ class FakeLLMServer:
         self.models = list(models)
         self.requests: list[Req] = []
         self.counts: Counter[str] = Counter()  # marker key -> requests seen
+        self.verdict_counts: Counter[str] = Counter()  # VERDICT marker key -> answers given
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._httpd: _HTTPServer | None = None
@@ -641,10 +654,16 @@ class FakeLLMServer:
             self.requests.append(req)
             return req
 
+    def _next_verdict(self, key: str, values: list[str]) -> str:
+        with self._lock:
+            self.verdict_counts[key] += 1
+            return values[min(self.verdict_counts[key], len(values)) - 1]
+
     def reset(self) -> None:
         with self._lock:
             self.requests.clear()
             self.counts.clear()
+            self.verdict_counts.clear()
 
     # -- queries for assertions
     @property

@@ -41,12 +41,17 @@ def _check_record(rec: dict, family: str) -> None:
     assert r.meta["template"] == f"generate/{family}.j2"
 
 
-def test_generate_every_family_with_bundled_model(tmp_path):
-    out = tmp_path / "run"
+@pytest.fixture(scope="module")
+def six_families(tmp_path_factory):
+    out = tmp_path_factory.mktemp("e2e") / "run"
     args = ["generate", "-n", "2", "--per-task", "2", "--out", str(out), *SHORT]
     for fam in FAMILIES:
         args += ["--task", fam]
-    proc = run_curate(*args)
+    return out, run_curate(*args)
+
+
+def test_generate_every_family_with_bundled_model(six_families):
+    out, proc = six_families
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
     records = read_jsonl(out / "generated.jsonl")
@@ -110,3 +115,24 @@ def test_killed_run_resumes_without_loss_or_duplicates(tmp_path):
     assert {r["id"] for r in before} <= {r["id"] for r in after}, "nothing finished was lost"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["counts"]["resumed"] == len(before)
+
+
+def test_filter_the_bundled_model_output(six_families, tmp_path):
+    out, proc = six_families
+    assert proc.returncode == 0, proc.stderr
+    fout = tmp_path / "filtered"
+    res = run_curate("filter", "--in", str(out / "generated.jsonl"), "--out", str(fout),
+                     env={"CURATE_CACHE_DIR": str(tmp_path / "cache")})
+    assert res.returncode == 0, res.stderr
+    records = read_jsonl(out / "generated.jsonl")
+    kept = read_jsonl(fout / "filtered.jsonl")
+    rejected = read_jsonl(fout / "rejected.jsonl")
+    dropped = {r["id"] for r in rejected if r["target"] == "record"}
+    assert {r["id"] for r in kept} | dropped == {r["id"] for r in records}, "every record kept or dropped with a reason"
+    assert not {r["id"] for r in kept} & dropped
+    assert all(r["step"] and r["reason"] for r in rejected)
+    report = json.loads((fout / "filter_report.json").read_text())
+    assert report["records_in"] == len(records) and report["records_kept"] == len(kept)
+    for r in kept:
+        assert "teacher" in r["scores"]
+        assert r["negatives"], "a kept record keeps at least one negative"

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from curate.errors import CurateError
 from curate.llm.cache import RequestCache
-from curate.llm.client import ClientConfig
+from curate.llm.client import ClientConfig, LLMClient
 from curate.llm.embedded import EmbeddedServer
 
 REMOTE_CONCURRENCY = 256  # per server: about what one vLLM instance batches at once
@@ -60,3 +60,14 @@ def llm_backend(opts: LLMOptions, out_dir: Path) -> Iterator[tuple[ClientConfig,
         cache.close()
         if server is not None:
             server.stop()
+
+
+@asynccontextmanager
+async def llm_client(opts: LLMOptions, out_dir: Path) -> AsyncIterator[LLMClient]:
+    """An open client on the chosen backend, closed (and the embedded server stopped) on exit."""
+    with llm_backend(opts, out_dir) as (cfg, cache):
+        client = LLMClient(cfg, cache)
+        try:
+            yield client
+        finally:
+            await client.close()

@@ -1,0 +1,1 @@
+"""Readers for real retrieval datasets (BEIR folders, pair files)."""

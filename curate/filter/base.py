@@ -1,0 +1,84 @@
+"""What every filter step shares: the context it runs in and the record of what it dropped.
+
+A step is a function ``step(records, params, ctx) -> records`` (or an ``async`` one): it
+returns the records it keeps, possibly with negatives pruned, and reports every drop
+through ``ctx.reject`` so ``rejected.jsonl`` says which step dropped what, and why.
+Steps register themselves with ``@register("name")`` so recipes can name them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from curate.records import Record
+
+StepFn = Callable[..., Any]
+STEPS: dict[str, StepFn] = {}
+
+
+def register(name: str) -> Callable[[StepFn], StepFn]:
+    def deco(fn: StepFn) -> StepFn:
+        STEPS[name] = fn
+        return fn
+
+    return deco
+
+
+@dataclass
+class Rejection:
+    """One dropped record (``level`` None) or one dropped negative (its level and text)."""
+
+    id: str
+    step: str
+    reason: str
+    numbers: dict[str, Any] = field(default_factory=dict)
+    level: int | None = None
+    text: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["target"] = "record" if self.level is None and self.text is None else "negative"
+        return d
+
+
+@dataclass
+class FilterContext:
+    """Shared services for steps: the teacher, the LLM client factory, and the drop log."""
+
+    out_dir: Path
+    teacher_factory: Callable[[], Any] | None = None  # builds curate.embed.teacher.Teacher lazily
+    llm_factory: Callable[[], Any] | None = None  # an async context manager yielding an LLMClient
+    corpus: list[str] = field(default_factory=list)  # extra real documents for teacher ranking
+    rejections: list[Rejection] = field(default_factory=list)
+    step_name: str = ""
+    notes: dict[str, dict[str, Any]] = field(default_factory=dict)  # per-step numbers for the report
+    _teacher: Any = None
+
+    @property
+    def teacher(self):
+        if self._teacher is None:
+            if self.teacher_factory is None:
+                raise RuntimeError("this recipe needs a teacher model but none was configured")
+            self._teacher = self.teacher_factory()
+        return self._teacher
+
+    def reject(self, record: Record | str, reason: str, numbers: dict[str, Any] | None = None,
+               negative=None) -> None:
+        """Log a drop: the whole record, or one of its negatives when ``negative`` is given."""
+        rid = record if isinstance(record, str) else record.id
+        self.rejections.append(Rejection(
+            id=rid, step=self.step_name, reason=reason, numbers=numbers or {},
+            level=getattr(negative, "level", None) if negative is not None else None,
+            text=getattr(negative, "text", None) if negative is not None else None,
+        ))
+
+    def note(self, **numbers: Any) -> None:
+        """Extra numbers for this step's section of the report (e.g. mean similarity per level)."""
+        self.notes.setdefault(self.step_name, {}).update(numbers)
+
+    def reasons(self, step: str) -> Counter:
+        return Counter(r.reason for r in self.rejections if r.step == step)

@@ -1,0 +1,65 @@
+"""Positive-aware false-negative removal (NV-Retriever, TopK-PercPos / TopK-MarginPos).
+
+A negative the teacher scores almost as high as the positive is probably another correct
+answer, and training against it teaches the wrong thing.  Its ceiling is set from the
+positive's teacher score:
+
+* ``mode: percent`` (default): ``percent`` (0.95) of the positive score, i.e.
+  ``pos - (1 - percent) * |pos|``, which stays below the positive even when the positive
+  score is negative;
+* ``mode: margin``: ``pos - margin`` (0.05).
+
+A negative scoring at or above the ceiling is dropped ("false-negative"); a record left
+with no negatives is dropped ("no-negatives-left").
+"""
+
+from __future__ import annotations
+
+from curate.errors import CurateError
+from curate.filter.base import register
+from curate.filter.teacher_scores import ensure_teacher_scores, select_negatives, teacher_block
+
+
+def threshold(positive: float, mode: str = "percent", percent: float = 0.95,
+              margin: float = 0.05) -> float:
+    """The highest score a negative may stay below, given the positive's score."""
+    if mode == "percent":
+        return positive - (1.0 - percent) * abs(positive)
+    if mode == "margin":
+        return positive - margin
+    raise CurateError(f"false_negatives: mode must be 'percent' or 'margin', not {mode!r}")
+
+
+@register("false_negatives")
+def false_negatives(records, params, ctx):
+    params = params or {}
+    mode = str(params.get("mode", "percent"))
+    percent = float(params.get("percent", 0.95))
+    margin = float(params.get("margin", 0.05))
+    threshold(0.0, mode, percent, margin)  # a bad mode fails before any work
+    ensure_teacher_scores(records, ctx, depth=int(params.get("depth", 100)))
+
+    kept, dropped = [], 0
+    for rec in records:
+        pos = teacher_block(rec)["positive"]
+        ceiling = threshold(pos, mode, percent, margin)
+        keep = []
+        for i, neg in enumerate(rec.negatives):
+            if neg.teacher_score >= ceiling:
+                ctx.reject(rec, "false-negative", {"score": neg.teacher_score, "positive": pos,
+                                                   "threshold": ceiling, "mode": mode},
+                           negative=neg)
+                dropped += 1
+            else:
+                keep.append(i)
+        had = len(rec.negatives)
+        if len(keep) < had:
+            select_negatives(rec, keep)
+        if had and not rec.negatives:
+            ctx.reject(rec, "no-negatives-left", {"negatives_before": had})
+            continue
+        kept.append(rec)
+    ctx.note(mode=mode, percent=percent if mode == "percent" else None,
+             margin=margin if mode == "margin" else None, negatives_dropped=dropped,
+             records_in=len(records), records_kept=len(kept))
+    return kept

@@ -1,0 +1,256 @@
+"""Cheap text checks for the faults LLM-written triplets are known for (Linq-Embed-Mistral,
+Tables 9-10), run before anything that needs a model.
+
+Per record, in this order (the first record-level fault wins):
+
+* ``empty-text``: the query, the positive or a negative is empty or only whitespace;
+* ``too-short``: fewer characters than ``min_chars`` for its field (query / document);
+* ``length-off``: a document's word count is far from the ``num_words`` the generator asked
+  for (only when that placeholder was an integer), below ``length_tolerance`` x requested or
+  above ``length_max_ratio`` x requested;
+* ``query-copied``: a document holds the query word for word (case, whitespace and
+  punctuation ignored) and the query has at least ``query_copy_min_words`` words;
+* ``self-explanation``: a document talks about itself as training data ("this is a hard
+  negative", "unlike the positive", "Level 2:"), matched by ``self_explanation_patterns``;
+* ``negative-equals-positive`` / ``duplicate-negative``: a negative that is the positive or an
+  earlier negative again, by normalised equality or 5-character shingle Jaccard >= threshold.
+
+A fault in the query or the positive drops the record; a fault in a negative drops that
+negative only, and a record whose negatives were all dropped here goes as ``no-negatives-left``.
+Records without faults come back as they came in (same object, nothing changed).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from curate.errors import CurateError
+from curate.filter.base import FilterContext, register
+from curate.near_dup import normalize, shingles
+from curate.records import Negative, Record
+
+DEFAULT_SELF_EXPLANATION_PATTERNS = [
+    r"\bhard[- ]negatives?\b",
+    r"\b(?:easy|soft|weak)[- ]negatives?\b",
+    r"\bnegative examples?\b",
+    r"\b(?:the|a|this) (?:positive|negative) (?:document|passage)\b",
+    r"\bunlike the (?:positive|query|correct (?:document|passage|answer|label))\b",
+    r"\bthis (?:document|passage|text|label|sentence) (?:is|is not|isn't) (?:\w+ )?(?:relevant|irrelevant|unrelated)\b",
+    r"\b(?:irrelevant|unrelated|not relevant) to the (?:query|question|search)\b",
+    r"\bthis (?:document|passage|text) does(?: not|n't) (?:directly )?(?:answer|address)\b",
+    r"\b(?:does|do) not (?:directly )?answer the (?:query|question)\b",
+    # a level label leaking from the prompt's grading: a text opening with "Level 2:",
+    # "(level 3)" anywhere, "level-1 negative"
+    r"\A\W*level[ -]?[1-4]\s*[:.)\]-]",
+    r"[(\[]\s*level[ -]?[1-4]\s*[)\]]",
+    r"\blevel[ -]?[1-4] (?:negative|document|passage|example)\b",
+]
+
+DEFAULTS: dict[str, Any] = {
+    "min_chars": {"query": 3, "document": 20},
+    # Families whose documents (or queries) are short by design, following their specs' minLength.
+    "min_chars_by_family": {
+        "long-short": {"document": 1},
+        "short-short": {"document": 3},
+        "sts": {"document": 3},
+        "bitext": {"query": 2, "document": 2},
+    },
+    "length_tolerance": 0.5,  # a document under 0.5 x the requested words is off
+    "length_max_ratio": 3.0,  # ... and so is one over 3 x (null: no upper bound)
+    "length_query_families": ["long-short"],  # there num_words is the query's (input text's) length
+    "query_copy_min_words": 4,
+    # STS negatives may wrap the query (e.g. "It is not true that <query>"): a wanted hard case.
+    "query_copy_exempt_negatives": ["sts"],
+    "self_explanation_patterns": DEFAULT_SELF_EXPLANATION_PATTERNS,
+    "near_equal_threshold": 0.9,
+    "shingle_size": 5,
+}
+
+
+def _params(params: dict[str, Any] | None) -> dict[str, Any]:
+    params = dict(params or {})
+    unknown = sorted(set(params) - set(DEFAULTS))
+    if unknown:
+        raise CurateError(f"heuristics: unknown parameter(s) {', '.join(unknown)}; "
+                          f"known: {', '.join(sorted(DEFAULTS))}")
+    p = {**DEFAULTS, **params}
+    p["min_chars"] = {**DEFAULTS["min_chars"], **(params.get("min_chars") or {})}
+    tol = p["length_tolerance"]
+    if tol is not None and not (isinstance(tol, (int, float)) and 0 < tol <= 1):
+        raise CurateError(f"heuristics: length_tolerance must be in (0, 1], got {tol!r}")
+    hi = p["length_max_ratio"]
+    if hi is not None and not (isinstance(hi, (int, float)) and hi >= 1):
+        raise CurateError(f"heuristics: length_max_ratio must be >= 1 or null, got {hi!r}")
+    thr = p["near_equal_threshold"]
+    if not (isinstance(thr, (int, float)) and 0 < thr <= 1):
+        raise CurateError(f"heuristics: near_equal_threshold must be in (0, 1], got {thr!r}")
+    patterns = p["self_explanation_patterns"] or []
+    if isinstance(patterns, str):
+        patterns = [patterns]
+    compiled = []
+    for pat in patterns:
+        try:
+            compiled.append(re.compile(pat, re.IGNORECASE))
+        except re.error as e:
+            raise CurateError(f"heuristics: bad self_explanation_patterns regex {pat!r}: {e}") from None
+    p["_patterns"] = compiled
+    return p
+
+
+def word_count(text: str) -> int:
+    return len(text.split())
+
+
+def jaccard(a: set, b: set) -> float:
+    if not a and not b:
+        return 1.0
+    return len(a & b) / len(a | b)
+
+
+def _requested_words(rec: Record) -> int | None:
+    ph = rec.meta.get("placeholders") if isinstance(rec.meta, dict) else None
+    n = ph.get("num_words") if isinstance(ph, dict) else None
+    # bool is an int in Python; a string such as "at least 50" is not a number we can check
+    if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+        return n
+    return None
+
+
+class _Checker:
+    def __init__(self, p: dict[str, Any]):
+        self.p = p
+
+    def min_chars(self, family: str, field: str) -> int:
+        by_family = (self.p.get("min_chars_by_family") or {}).get(family) or {}
+        return int(by_family.get(field, self.p["min_chars"].get(field, 0)) or 0)
+
+    def text_fault(self, text: str, family: str, field: str) -> tuple[str, dict[str, Any]] | None:
+        """empty-text / too-short for one text."""
+        if not text or not text.strip():
+            return "empty-text", {"field": field, "chars": len(text or "")}
+        need = self.min_chars(family, field)
+        chars = len(text.strip())
+        if chars < need:
+            return "too-short", {"field": field, "chars": chars, "min_chars": need}
+        return None
+
+    def length_fault(self, text: str, requested: int | None, field: str) -> tuple[str, dict[str, Any]] | None:
+        if requested is None:
+            return None
+        words = word_count(text)
+        tol, hi = self.p["length_tolerance"], self.p["length_max_ratio"]
+        if tol is not None and words < tol * requested:
+            return "length-off", {"field": field, "words": words, "requested": requested,
+                                  "ratio": round(words / requested, 3), "min_ratio": tol}
+        if hi is not None and words > hi * requested:
+            return "length-off", {"field": field, "words": words, "requested": requested,
+                                  "ratio": round(words / requested, 3), "max_ratio": hi}
+        return None
+
+    def copy_fault(self, text: str, norm_query: str, query_words: int, field: str):
+        if not norm_query or query_words < int(self.p["query_copy_min_words"]):
+            return None
+        if f" {norm_query} " in f" {normalize(text)} ":
+            return "query-copied", {"field": field, "query_words": query_words,
+                                    "min_words": int(self.p["query_copy_min_words"])}
+        return None
+
+    def explanation_fault(self, text: str, field: str):
+        for rx in self.p["_patterns"]:
+            m = rx.search(text)
+            if m:
+                return "self-explanation", {"field": field, "pattern": rx.pattern,
+                                            "matched": m.group(0)[:80]}
+        return None
+
+
+@register("heuristics")
+def heuristics(records: list[Record], params: dict[str, Any], ctx: FilterContext) -> list[Record]:
+    p = _params(params)
+    check = _Checker(p)
+    size = int(p["shingle_size"])
+    threshold = float(p["near_equal_threshold"])
+    kept: list[Record] = []
+    negatives_in = negatives_dropped = 0
+    length_checked = 0
+
+    for rec in records:
+        family = rec.task_type
+        requested = _requested_words(rec)
+        query_len_family = family in (p["length_query_families"] or [])
+        if requested is not None:
+            length_checked += 1
+        norm_query = normalize(rec.query or "")
+        query_words = len(norm_query.split())
+        negatives_in += len(rec.negatives)
+
+        # ---- record-level: the query and the positive
+        fault = (
+            check.text_fault(rec.query, family, "query")
+            or check.text_fault(rec.positive, family, "document")
+            or (check.length_fault(rec.query, requested, "query") if query_len_family else
+                check.length_fault(rec.positive, requested, "positive"))
+            or check.copy_fault(rec.positive, norm_query, query_words, "positive")
+            or check.explanation_fault(rec.positive, "positive")
+        )
+        if fault is not None:
+            reason, numbers = fault
+            if numbers.get("field") == "document":
+                numbers["field"] = "positive"
+            ctx.reject(rec, reason, numbers)
+            continue
+
+        # ---- negatives, each on its own, then against the positive and each other
+        pos_norm = normalize(rec.positive)
+        pos_sh = shingles(rec.positive, size)
+        copy_exempt = family in (p["query_copy_exempt_negatives"] or [])
+        survivors: list[tuple[Negative, str, set]] = []
+        dropped_here = 0
+        for i, neg in enumerate(rec.negatives):
+            text = neg.text if isinstance(neg.text, str) else ""
+            fault = (
+                check.text_fault(text, family, "document")
+                or (None if query_len_family else check.length_fault(text, requested, "negative"))
+                or (None if copy_exempt else check.copy_fault(text, norm_query, query_words, "negative"))
+                or check.explanation_fault(text, "negative")
+            )
+            if fault is None:
+                norm = normalize(text)
+                sh = shingles(text, size)
+                if norm == pos_norm:
+                    fault = "negative-equals-positive", {"similarity": 1.0, "exact": True}
+                else:
+                    sim = jaccard(sh, pos_sh)
+                    if sim >= threshold:
+                        fault = "negative-equals-positive", {"similarity": round(sim, 4),
+                                                             "threshold": threshold}
+                if fault is None:
+                    for j, (_, other_norm, other_sh) in enumerate(survivors):
+                        sim = 1.0 if norm == other_norm else jaccard(sh, other_sh)
+                        if sim >= threshold:
+                            fault = "duplicate-negative", {"similarity": round(sim, 4),
+                                                           "threshold": threshold,
+                                                           "duplicate_of": j}
+                            break
+                if fault is None:
+                    survivors.append((neg, norm, sh))
+                    continue
+            reason, numbers = fault
+            numbers = {"index": i, **numbers}
+            if numbers.get("field") == "document":
+                numbers["field"] = "negative"
+            ctx.reject(rec, reason, numbers, negative=neg)
+            dropped_here += 1
+
+        negatives_dropped += dropped_here
+        if dropped_here:
+            if not survivors:
+                ctx.reject(rec, "no-negatives-left", {"negatives_before": len(rec.negatives)})
+                continue
+            rec.negatives = [neg for neg, _, _ in survivors]
+        kept.append(rec)
+
+    ctx.note(records_in=len(records), records_kept=len(kept), negatives_in=negatives_in,
+             negatives_dropped=negatives_dropped, records_with_word_target=length_checked)
+    return kept

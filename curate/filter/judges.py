@@ -1,0 +1,363 @@
+"""LLM judges: check what cheap rules cannot (Linq-Embed-Mistral, Table 10).
+
+``judge_refute``: for tasks that ask for passages *refuting* the query (counter-arguments,
+contradicting evidence...), generators often write a positive that actually supports it. Each
+configured judge labels the positive ``support`` / ``refute`` / ``neutral`` against the query
+(the task is shown as context, with the instruction to judge only what the passage says); any
+``support`` drops the record (``positive-supports``).
+
+``judge_answerable``: each judge says, per candidate and on its own, whether the positive and
+every negative give what the task asks for (``yes`` / ``partly`` / ``no``). A positive judged
+``no`` drops the record (``positive-not-answering``); a negative judged ``yes`` is a false
+negative and goes (``negative-answers``).
+
+Judges fail closed: a judge that gives no valid answer drops what it was judging
+(``judge-error``), unless ``on_error: keep``. Verdicts go to ``record.scores["judges"]``.
+
+A judge config is ``null`` (the run's own LLM backend) or a mapping with optional ``name``
+(how its verdicts are labelled), ``params`` (request parameters such as temperature, merged
+over ``{temperature: 0, max_tokens: 512}``); every other key describes the backend and is
+handed to ``ctx.llm_factory`` as it is (no other keys: ``None``, the run's backend).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from curate.asyncrun import bounded
+from curate.errors import CurateError
+from curate.filter.base import FilterContext, register
+from curate.llm.client import derive_seed
+from curate.records import Record
+from curate.templates import load_template, render
+
+# Refutation-style wording in a task instruction. Forms with common other meanings are left out
+# on purpose ("denied claim", "rejected application", "over-the-counter", "opposite"): a task
+# matched by mistake would be judged as if its positive had to refute the query.
+DEFAULT_REFUTE_PATTERN = (
+    r"\b(?:"
+    r"refut(?:e|es|ed|ing|ation|ations)"
+    r"|disprov(?:e|es|ed|en|ing)|disproofs?"
+    r"|contradict(?:s|ed|ing|ion|ions|ory)?"
+    r"|rebut(?:s|ted|ting|tal|tals)?"
+    r"|oppos(?:e|es|ed|ing|ition)"
+    r"|den(?:y|ies|ying)"
+    r"|disagree(?:s|d|ing|ment|ments)?"
+    r"|reject(?:s|ing)?"
+    r"|counter[- ]?(?:argument|claim|point|evidence|example|view|position)s?"
+    r"|(?:that|which|to|who)\s+counter(?:s|ed)?"
+    r")\b"
+)
+
+DEFAULT_REQUEST_PARAMS = {"temperature": 0.0, "max_tokens": 512}
+JUDGE_KEYS = ("name", "params")  # everything else in a judge config goes to ctx.llm_factory
+
+REFUTE_VERDICTS = ["support", "refute", "neutral"]
+ANSWER_VERDICTS = ["yes", "partly", "no"]
+
+
+def verdict_schema(values: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "reason": {"type": "string", "maxLength": 300},
+            "verdict": {"type": "string", "enum": list(values)},
+        },
+        "required": ["reason", "verdict"],
+        "additionalProperties": False,
+    }
+
+
+COMMON_DEFAULTS: dict[str, Any] = {
+    "judges": [None],
+    "on_error": "drop",
+    "seed": 0,
+    "concurrency": 64,  # records in flight; each judge client bounds its own requests too
+    "prompt_dirs": [],  # folders searched before the shipped prompts/ for the template
+}
+REFUTE_DEFAULTS: dict[str, Any] = {
+    **COMMON_DEFAULTS,
+    "pattern": DEFAULT_REFUTE_PATTERN,
+    "template": "judge/refute.j2",
+    "drop_on": ["support"],  # add "neutral" to also drop positives that take no side
+}
+ANSWERABLE_DEFAULTS: dict[str, Any] = {
+    **COMMON_DEFAULTS,
+    "template": "judge/answerable.j2",
+    "families": None,  # null: every family
+    "positive_fail": ["no"],  # verdicts that drop the record
+    "negative_fail": ["yes"],  # verdicts that drop a negative
+}
+
+
+@dataclass
+class Judge:
+    name: str
+    backend: dict[str, Any] | None
+    params: dict[str, Any]
+
+
+@dataclass
+class Verdict:
+    verdict: str | None = None
+    reason: str | None = None
+    error: str | None = None
+
+
+def _merge(step: str, defaults: dict[str, Any], params: dict[str, Any] | None) -> dict[str, Any]:
+    params = dict(params or {})
+    unknown = sorted(set(params) - set(defaults))
+    if unknown:
+        raise CurateError(f"{step}: unknown parameter(s) {', '.join(unknown)}; "
+                          f"known: {', '.join(sorted(defaults))}")
+    p = {**defaults, **params}
+    if p["on_error"] not in ("drop", "keep"):
+        raise CurateError(f"{step}: on_error must be 'drop' or 'keep', got {p['on_error']!r}")
+    if not isinstance(p["concurrency"], int) or p["concurrency"] < 1:
+        raise CurateError(f"{step}: concurrency must be a positive integer")
+    return p
+
+
+def parse_judges(step: str, configs: Any) -> list[Judge]:
+    if configs is None:
+        configs = [None]
+    if isinstance(configs, dict):
+        configs = [configs]
+    if not isinstance(configs, list) or not configs:
+        raise CurateError(f"{step}: judges must be a non-empty list of judge configs (null = the run's backend)")
+    judges: list[Judge] = []
+    seen: Counter[str] = Counter()
+    for i, cfg in enumerate(configs):
+        if cfg is None:
+            cfg = {}
+        if not isinstance(cfg, dict):
+            raise CurateError(f"{step}: judge {i + 1} must be a mapping or null, got {type(cfg).__name__}")
+        backend = {k: v for k, v in cfg.items() if k not in JUDGE_KEYS}
+        extra = cfg.get("params") or {}
+        if not isinstance(extra, dict):
+            raise CurateError(f"{step}: judge {i + 1}: params must be a mapping")
+        name = str(cfg.get("name") or backend.get("model") or ("default" if not backend else f"judge{i + 1}"))
+        seen[name] += 1
+        if seen[name] > 1:
+            name = f"{name}#{seen[name]}"
+        judges.append(Judge(name=name, backend=backend or None, params={**DEFAULT_REQUEST_PARAMS, **extra}))
+    return judges
+
+
+@contextlib.asynccontextmanager
+async def open_clients(step: str, ctx: FilterContext, judges: list[Judge]):
+    """One client per judge; judges on the same backend share one (and one embedded server)."""
+    if ctx.llm_factory is None:
+        raise CurateError(f"{step} needs an LLM judge, but no LLM backend was configured")
+    async with contextlib.AsyncExitStack() as stack:
+        opened: dict[str, Any] = {}
+        clients = []
+        for j in judges:
+            key = json.dumps(j.backend, sort_keys=True, default=str)
+            if key not in opened:
+                opened[key] = await stack.enter_async_context(ctx.llm_factory(j.backend))
+            clients.append(opened[key])
+        yield clients
+
+
+async def ask(client, judge: Judge, messages: list[dict[str, str]], schema: dict[str, Any],
+              seed: int, name: str) -> Verdict:
+    try:
+        answer = await client.ask_json(messages, schema, judge.params, seed, name=name)
+    except asyncio.CancelledError:
+        raise
+    except Exception as e:  # a judge that breaks is an error verdict, never a crash of the run
+        return Verdict(error=f"{type(e).__name__}: {e}"[:300])
+    if not answer.ok:
+        return Verdict(error=answer.reason)
+    data = answer.data if isinstance(answer.data, dict) else {}
+    return Verdict(verdict=data.get("verdict"), reason=data.get("reason"))
+
+
+def _messages(template, rec: Record, passage: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": render(template, {"task": rec.task, "query": rec.query,
+                                                          "passage": passage})}]
+
+
+def _judges_scores(rec: Record) -> dict[str, Any]:
+    if not isinstance(rec.scores, dict):
+        rec.scores = {}
+    judges = rec.scores.get("judges")
+    if not isinstance(judges, dict):
+        judges = rec.scores["judges"] = {}
+    return judges
+
+
+# --------------------------------------------------------------------------- judge_refute
+
+
+@register("judge_refute")
+async def judge_refute(records: list[Record], params: dict[str, Any], ctx: FilterContext) -> list[Record]:
+    step = "judge_refute"
+    p = _merge(step, REFUTE_DEFAULTS, params)
+    try:
+        rx = re.compile(p["pattern"], re.IGNORECASE)
+    except (re.error, TypeError) as e:
+        raise CurateError(f"{step}: bad pattern {p['pattern']!r}: {e}") from None
+    drop_on = set(p["drop_on"] or [])
+    targets = [i for i, rec in enumerate(records) if rx.search(rec.task or "")]
+    if not targets:
+        ctx.note(records_in=len(records), judged=0)
+        return records
+
+    judges = parse_judges(step, p["judges"])
+    template = load_template(p["template"], p["prompt_dirs"] or ())
+    schema = verdict_schema(REFUTE_VERDICTS)
+    results: dict[int, list[Verdict]] = {}
+
+    async with open_clients(step, ctx, judges) as clients:
+        async def work(i: int) -> list[Verdict]:
+            rec = records[i]
+            messages = _messages(template, rec, rec.positive)
+            return list(await asyncio.gather(*(
+                ask(client, judge, messages, schema, derive_seed(p["seed"], step, rec.id, judge.name), "verdict")
+                for judge, client in zip(judges, clients)
+            )))
+
+        async for i, verdicts in bounded(targets, work, p["concurrency"]):
+            results[i] = verdicts
+
+    kept: list[Record] = []
+    tally: Counter[str] = Counter()
+    errors = kept_on_error = 0
+    for i, rec in enumerate(records):
+        if i not in results:
+            kept.append(rec)
+            continue
+        verdicts = results[i]
+        by_judge = {j.name: (v.verdict if v.error is None else "error") for j, v in zip(judges, verdicts)}
+        tally.update(by_judge.values())
+        _judges_scores(rec)["refute"] = by_judge
+        failed = {j.name: v.error for j, v in zip(judges, verdicts) if v.error is not None}
+        errors += bool(failed)
+        if any(v.verdict in drop_on for v in verdicts if v.error is None):
+            reasons = {j.name: v.reason for j, v in zip(judges, verdicts) if v.verdict in drop_on}
+            ctx.reject(rec, "positive-supports", {"verdicts": by_judge, "reasons": reasons})
+        elif failed and p["on_error"] == "drop":
+            ctx.reject(rec, "judge-error", {"verdicts": by_judge, "errors": failed})
+        else:
+            kept_on_error += bool(failed)
+            kept.append(rec)
+
+    ctx.note(records_in=len(records), judged=len(results), judges=[j.name for j in judges],
+             verdicts=dict(tally), records_with_judge_errors=errors, kept_despite_errors=kept_on_error)
+    return kept
+
+
+# --------------------------------------------------------------------------- judge_answerable
+
+
+@register("judge_answerable")
+async def judge_answerable(records: list[Record], params: dict[str, Any], ctx: FilterContext) -> list[Record]:
+    step = "judge_answerable"
+    p = _merge(step, ANSWERABLE_DEFAULTS, params)
+    families = p["families"]
+    if isinstance(families, str):
+        families = [families]
+    targets = [i for i, rec in enumerate(records) if families is None or rec.task_type in families]
+    if not targets:
+        ctx.note(records_in=len(records), judged=0)
+        return records
+
+    positive_fail = set(p["positive_fail"] or [])
+    negative_fail = set(p["negative_fail"] or [])
+    judges = parse_judges(step, p["judges"])
+    template = load_template(p["template"], p["prompt_dirs"] or ())
+    schema = verdict_schema(ANSWER_VERDICTS)
+    # per record: verdicts for the positive, then (only if the positive passed) per negative
+    results: dict[int, tuple[list[Verdict], list[list[Verdict]] | None]] = {}
+
+    async with open_clients(step, ctx, judges) as clients:
+        async def judge_text(rec: Record, index: int, text: str) -> list[Verdict]:
+            messages = _messages(template, rec, text)
+            return list(await asyncio.gather(*(
+                ask(client, judge, messages, schema,
+                    derive_seed(p["seed"], step, rec.id, judge.name, index), "verdict")
+                for judge, client in zip(judges, clients)
+            )))
+
+        def positive_passes(verdicts: list[Verdict]) -> bool:
+            if any(v.verdict in positive_fail for v in verdicts if v.error is None):
+                return False
+            return not (p["on_error"] == "drop" and any(v.error is not None for v in verdicts))
+
+        async def work(i: int):
+            rec = records[i]
+            pos = await judge_text(rec, 0, rec.positive)
+            if not positive_passes(pos):
+                return pos, None  # the record goes: its negatives need no judging
+            negs = await asyncio.gather(*(judge_text(rec, k + 1, n.text) for k, n in enumerate(rec.negatives)))
+            return pos, list(negs)
+
+        async for i, res in bounded(targets, work, p["concurrency"]):
+            results[i] = res
+
+    def named(verdicts: list[Verdict]) -> dict[str, str]:
+        return {j.name: (v.verdict if v.error is None else "error") for j, v in zip(judges, verdicts)}
+
+    def failed(verdicts: list[Verdict]) -> dict[str, str]:
+        return {j.name: v.error for j, v in zip(judges, verdicts) if v.error is not None}
+
+    kept: list[Record] = []
+    tally: Counter[str] = Counter()
+    neg_dropped = errors = 0
+    for i, rec in enumerate(records):
+        if i not in results:
+            kept.append(rec)
+            continue
+        pos, negs = results[i]
+        pos_named = named(pos)
+        tally.update(f"positive:{v}" for v in pos_named.values())
+        scores = {"positive": pos_named}
+        _judges_scores(rec)["answerable"] = scores
+        if negs is None:
+            if any(v.verdict in positive_fail for v in pos if v.error is None):
+                ctx.reject(rec, "positive-not-answering",
+                           {"verdicts": pos_named,
+                            "reasons": {j.name: v.reason for j, v in zip(judges, pos) if v.verdict in positive_fail}})
+            else:
+                errors += 1
+                ctx.reject(rec, "judge-error", {"target": "positive", "verdicts": pos_named, "errors": failed(pos)})
+            continue
+        errors += bool(failed(pos))
+        survivors, kept_verdicts = [], []
+        for k, (neg, verdicts) in enumerate(zip(rec.negatives, negs)):
+            v_named = named(verdicts)
+            tally.update(f"negative:{v}" for v in v_named.values())
+            if any(v.verdict in negative_fail for v in verdicts if v.error is None):
+                ctx.reject(rec, "negative-answers",
+                           {"index": k, "verdicts": v_named,
+                            "reasons": {j.name: v.reason for j, v in zip(judges, verdicts)
+                                        if v.verdict in negative_fail}}, negative=neg)
+            elif failed(verdicts) and p["on_error"] == "drop":
+                errors += 1
+                ctx.reject(rec, "judge-error", {"index": k, "verdicts": v_named, "errors": failed(verdicts)},
+                           negative=neg)
+            else:
+                errors += bool(failed(verdicts))
+                survivors.append(neg)
+                kept_verdicts.append(v_named)
+                continue
+            neg_dropped += 1
+        scores["negatives"] = kept_verdicts  # aligned with the negatives that stay
+        if len(survivors) != len(rec.negatives):
+            if not survivors:
+                ctx.reject(rec, "no-negatives-left", {"negatives_before": len(rec.negatives)})
+                continue
+            rec.negatives = survivors
+        kept.append(rec)
+
+    ctx.note(records_in=len(records), judged=len(results), judges=[j.name for j in judges],
+             verdicts=dict(tally), negatives_dropped=neg_dropped, judge_errors=errors)
+    return kept

@@ -1,0 +1,111 @@
+"""``curate filter``: read records, run the recipe, write outputs, report and plots."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from curate.corpus import read_corpus
+from curate.errors import CurateError
+from curate.filter.base import FilterContext
+from curate.filter.recipe import load_recipe
+from curate.filter.run import FILTERED, REJECTED, REPORT, run_steps, write_outputs
+from curate.llm.backend import LLMOptions, llm_client
+from curate.progress import console
+from curate.records import read_records
+
+
+def _teacher_factory(cfg: dict[str, Any]):
+    def build():
+        from curate.embed.teacher import Teacher
+
+        return Teacher(model=cfg.get("model"), query_prompt=cfg.get("query_prompt"), doc_prompt=cfg.get("doc_prompt"))
+
+    return build
+
+
+def _judge_factory(base: LLMOptions, out_dir: Path):
+    """Judges run on the run's backend unless their config names another server and model."""
+
+    def open_judge(judge: dict[str, Any] | None = None):
+        opts = base
+        if judge:
+            urls = judge.get("base_url") or judge.get("base_urls") or ()
+            urls = (urls,) if isinstance(urls, str) else tuple(urls)
+            key_env = judge.get("api_key_env")
+            opts = dataclasses.replace(
+                base,
+                base_urls=urls or base.base_urls,
+                model=judge.get("model") or base.model,
+                model_path=judge.get("model_path") or base.model_path,
+                api_key=os.environ.get(key_env) if key_env else base.api_key,
+            )
+        return llm_client(opts, out_dir)
+
+    return open_judge
+
+
+def filter_main(in_path: Path, out_dir: Path, recipe_name: str, teacher: str | None, query_prompt: str | None,
+                doc_prompt: str | None, corpus_path: Path | None, llm_opts: LLMOptions) -> None:
+    started = time.perf_counter()
+    recipe = load_recipe(recipe_name)
+    records = read_records(in_path)
+    if not records:
+        raise CurateError(f"{in_path}: no records")
+    corpus = [text for _, text in read_corpus(corpus_path)] if corpus_path else []
+    teacher_cfg = dict(recipe.teacher)
+    for key, value in (("model", teacher), ("query_prompt", query_prompt), ("doc_prompt", doc_prompt)):
+        if value is not None:
+            teacher_cfg[key] = value
+    ctx = FilterContext(out_dir=out_dir, teacher_factory=_teacher_factory(teacher_cfg),
+                        llm_factory=_judge_factory(llm_opts, out_dir), corpus=corpus)
+    kept, rows = run_steps(records, recipe, ctx)
+    plots = []
+    if any("teacher" in r.scores for r in records):
+        from curate.filter.plots import write_plots
+
+        plots = [str(p) for p in write_plots(records, out_dir)]
+    report = {
+        "input": str(in_path),
+        "recipe": {"name": recipe.name, "path": str(recipe.path)},
+        "records_in": len(records),
+        "records_kept": len(kept),
+        "negatives_in": sum(len(r.negatives) for r in records),
+        "negatives_kept": sum(len(r.negatives) for r in kept),
+        "teacher": _teacher_stats(ctx, teacher_cfg),
+        "steps": rows,
+        "plots": plots,
+        "outputs": {"filtered": FILTERED, "rejected": REJECTED},
+        "wall_seconds": round(time.perf_counter() - started, 2),
+    }
+    write_outputs(out_dir, kept, ctx, report)
+    _print_report(report, out_dir)
+
+
+def _teacher_stats(ctx: FilterContext, cfg: dict[str, Any]) -> dict[str, Any] | None:
+    t = ctx._teacher
+    if t is None:
+        return None
+    return {"model": getattr(t, "model_id", cfg.get("model")), "encoded": getattr(t, "encoded", None),
+            "cache_hits": getattr(t, "cache_hits", None)}
+
+
+def _print_report(report: dict[str, Any], out_dir: Path) -> None:
+    table = Table(title=f"filter ({report['recipe']['name']}): {report['records_kept']}/{report['records_in']} records, "
+                        f"{report['negatives_kept']}/{report['negatives_in']} negatives kept", title_justify="left")
+    for col in ("step", "records in", "kept", "records dropped", "negatives dropped", "s"):
+        table.add_column(col, overflow="fold", no_wrap=col not in ("records dropped", "negatives dropped"))
+    for row in report["steps"]:
+        fmt = lambda d: "\n".join(f"{k}: {v}" for k, v in d.items()) or "-"  # noqa: E731
+        table.add_row(row["step"], str(row["records_in"]), str(row["records_kept"]), fmt(row["records_dropped"]),
+                      fmt(row["negatives_dropped"]), f"{row['seconds']:.1f}")
+    console.print(table)
+    t = report["teacher"]
+    if t:
+        console.print(f"teacher {t['model']}: {t['encoded']} texts encoded, {t['cache_hits']} from cache")
+    console.print(f"wrote {out_dir / FILTERED}, {out_dir / REJECTED}, {out_dir / REPORT}")

@@ -1,0 +1,69 @@
+"""Filter recipes (filters/*.yaml): which steps run, in which order, with which parameters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from curate.errors import CurateError
+from curate.resources import resource_dir
+
+
+@dataclass
+class StepConfig:
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Recipe:
+    name: str
+    path: Path
+    steps: list[StepConfig]
+    teacher: dict[str, Any] = field(default_factory=dict)
+
+
+def find_recipe(name_or_path: str) -> Path:
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml"):
+        if p.exists():
+            return p
+        shipped = resource_dir("filters") / p.name
+        if shipped.exists():  # "filters/strict.yaml" works from anywhere, as in the README
+            return shipped
+        raise CurateError(f"{p}: no such recipe file")
+    cand = resource_dir("filters") / f"{name_or_path}.yaml"
+    if cand.exists():
+        return cand
+    known = ", ".join(sorted(q.stem for q in resource_dir("filters").glob("*.yaml")))
+    raise CurateError(f"unknown recipe {name_or_path!r} (shipped: {known})")
+
+
+def load_recipe(name_or_path: str) -> Recipe:
+    from curate.filter.steps import STEPS  # registers every step
+
+    path = find_recipe(name_or_path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise CurateError(f"{where}: invalid YAML: {getattr(e, 'problem', e)}") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("steps"), list):
+        raise CurateError(f"{path}: a recipe is a mapping with a 'steps' list")
+    steps = []
+    for i, entry in enumerate(raw["steps"], 1):
+        if isinstance(entry, str):
+            entry = {entry: {}}
+        if not isinstance(entry, dict) or len(entry) != 1:
+            raise CurateError(f"{path}: step {i} must be 'name: {{params}}'")
+        (name, params), = entry.items()
+        if name not in STEPS:
+            raise CurateError(f"{path}: step {i}: unknown step {name!r} (known: {', '.join(sorted(STEPS))})")
+        if params is not None and not isinstance(params, dict):
+            raise CurateError(f"{path}: step {i} ({name}): parameters must be a mapping")
+        steps.append(StepConfig(name, dict(params or {})))
+    return Recipe(name=str(raw.get("name") or path.stem), path=path, steps=steps, teacher=dict(raw.get("teacher") or {}))

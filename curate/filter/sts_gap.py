@@ -1,0 +1,79 @@
+"""Score-gap filter for STS-style records (Linq-Embed-Mistral, Table 10).
+
+The generator grades the positive and every negative on the same 1-10 scale. A negative whose
+score is within ``min_gap`` of the positive's (or above it) is not a clear negative: the pair
+teaches nothing reliable, so that negative goes (``score-gap``). Records of other families pass
+untouched; records or negatives without scores pass too and are counted in the report.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from curate.errors import CurateError
+from curate.filter.base import FilterContext, register
+from curate.records import Record
+
+DEFAULTS: dict[str, Any] = {
+    "min_gap": 1.5,
+    "families": ["sts"],
+    "drop_if_no_negatives": True,  # a record whose negatives all went is dropped as no-negatives-left
+}
+
+
+def _number(x: Any) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    return float(x)
+
+
+@register("sts_gap")
+def sts_gap(records: list[Record], params: dict[str, Any], ctx: FilterContext) -> list[Record]:
+    params = dict(params or {})
+    unknown = sorted(set(params) - set(DEFAULTS))
+    if unknown:
+        raise CurateError(f"sts_gap: unknown parameter(s) {', '.join(unknown)}; known: {', '.join(DEFAULTS)}")
+    p = {**DEFAULTS, **params}
+    min_gap = _number(p["min_gap"])
+    if min_gap is None or min_gap < 0:
+        raise CurateError(f"sts_gap: min_gap must be a number >= 0, got {p['min_gap']!r}")
+    families = p["families"]
+    families = {families} if isinstance(families, str) else set(families or [])
+
+    kept: list[Record] = []
+    checked = unscored_records = unscored_negatives = dropped = 0
+    for rec in records:
+        if rec.task_type not in families:
+            kept.append(rec)
+            continue
+        pos = _number(rec.positive_score)
+        if pos is None:
+            unscored_records += 1
+            kept.append(rec)
+            continue
+        checked += 1
+        survivors = []
+        for i, neg in enumerate(rec.negatives):
+            score = _number(neg.score)
+            if score is None:
+                unscored_negatives += 1
+                survivors.append(neg)
+                continue
+            gap = pos - score
+            if gap < min_gap:
+                ctx.reject(rec, "score-gap", {"index": i, "positive": pos, "negative": score,
+                                              "gap": round(gap, 4), "min_gap": min_gap}, negative=neg)
+                dropped += 1
+            else:
+                survivors.append(neg)
+        if len(survivors) != len(rec.negatives):
+            if not survivors and p["drop_if_no_negatives"]:
+                ctx.reject(rec, "no-negatives-left", {"negatives_before": len(rec.negatives)})
+                continue
+            rec.negatives = survivors
+        kept.append(rec)
+
+    ctx.note(records_checked=checked, unscored_records=unscored_records,
+             unscored_negatives=unscored_negatives, negatives_dropped=dropped, min_gap=min_gap,
+             families=sorted(families))
+    return kept

@@ -1,0 +1,72 @@
+"""Teacher rank filter (Linq-Embed-Mistral, Table 10: "Filtering with a Teacher Model").
+
+Against the file's document pool (see ``teacher_scores``):
+
+* a record whose positive ranks below ``positive_top`` is dropped ("positive-rank");
+* a record where a negative outranks the positive is dropped
+  ("negative-outranks-positive"), when ``drop_if_negative_outranks``;
+* a negative ranked below ``negative_bottom`` is too easy to teach anything and is
+  dropped on its own ("negative-too-easy");
+* a record that had negatives and is left with none is dropped ("no-negatives-left").
+
+A limit set to ``null``/0 switches that check off.
+"""
+
+from __future__ import annotations
+
+from curate.filter.base import register
+from curate.filter.teacher_scores import ensure_teacher_scores, select_negatives, teacher_block
+
+
+def _limit(params, name: str, default: int) -> int | None:
+    value = params.get(name, default)
+    return int(value) if value else None
+
+
+@register("teacher_rank")
+def teacher_rank(records, params, ctx):
+    params = params or {}
+    pos_top = _limit(params, "positive_top", 10)
+    neg_bottom = _limit(params, "negative_bottom", 50)
+    outranks = bool(params.get("drop_if_negative_outranks", True))
+    ensure_teacher_scores(records, ctx, depth=int(params.get("depth", 100)))
+
+    kept, pruned = [], 0
+    for rec in records:
+        t = teacher_block(rec)
+        pos_rank, pos_score = t["positive_rank"], t["positive"]
+        if pos_top is not None and pos_rank > pos_top:
+            ctx.reject(rec, "positive-rank", {"rank": pos_rank, "score": pos_score,
+                                              "limit": pos_top, "pool": t.get("pool")})
+            continue
+        if outranks:
+            worst = None
+            for i, (neg, rank) in enumerate(zip(rec.negatives, t["negative_ranks"])):
+                if rank < pos_rank or neg.teacher_score > pos_score:
+                    if worst is None or neg.teacher_score > rec.negatives[worst].teacher_score:
+                        worst = i
+            if worst is not None:
+                neg = rec.negatives[worst]
+                ctx.reject(rec, "negative-outranks-positive", {
+                    "negative_rank": t["negative_ranks"][worst], "negative_score": neg.teacher_score,
+                    "negative_level": neg.level, "positive_rank": pos_rank,
+                    "positive_score": pos_score})
+                continue
+        had = len(rec.negatives)
+        keep = []
+        for i, (neg, rank) in enumerate(zip(rec.negatives, t["negative_ranks"])):
+            if neg_bottom is not None and rank > neg_bottom:
+                ctx.reject(rec, "negative-too-easy", {"rank": rank, "score": neg.teacher_score,
+                                                      "limit": neg_bottom}, negative=neg)
+                pruned += 1
+            else:
+                keep.append(i)
+        if len(keep) < had:
+            select_negatives(rec, keep)
+        if had and not rec.negatives:
+            ctx.reject(rec, "no-negatives-left", {"negatives_before": had})
+            continue
+        kept.append(rec)
+    ctx.note(positive_top=pos_top, negative_bottom=neg_bottom, negatives_dropped=pruned,
+             records_in=len(records), records_kept=len(kept))
+    return kept

@@ -1,0 +1,149 @@
+"""Teacher scores for a file of records: cosines and exact ranks against the file's own pool.
+
+The pool is every distinct document text in the file (each record's positive and
+negatives) plus ``ctx.corpus``.  For each record the teacher scores its query against the
+whole pool and writes::
+
+    rec.scores["teacher"] = {
+        "model": ...,            # teacher.model_id; records already scored by it are skipped
+        "positive": cos(q, positive),
+        "positive_rank": 1 + number of pool documents scoring strictly higher,
+        "negative_ranks": [...], # the same rank for each negative, in list order
+        "margin": positive - max(negative scores)   (None without negatives),
+        "pool": pool size,
+    }
+
+and each ``neg.teacher_score``.  A document whose text equals the query is left out of
+the ranking (a query should not compete with itself).  Ranks come from a top-``depth``
+search; a record with a document deeper than that is re-scored against the full pool in
+query chunks, so every rank is exact however deep.
+
+Prompts follow the E5 convention: queries get the query prompt and documents the document
+prompt, but in symmetric families (sts, bitext, short-short, long-long) both sides are
+encoded with the query prompt.  Steps that prune or reorder negatives must go through
+``select_negatives`` so ``negative_ranks`` and ``margin`` stay aligned with the list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from curate.embed.search import rank_targets, top_k
+from curate.records import Record
+
+SYMMETRIC_FAMILIES = frozenset({"sts", "bitext", "short-short", "long-long"})
+
+
+def teacher_block(rec: Record) -> dict[str, Any] | None:
+    block = rec.scores.get("teacher")
+    return block if isinstance(block, dict) else None
+
+
+def is_annotated(rec: Record, model_id: str) -> bool:
+    """Scored by this model, and the stored numbers still line up with the negatives."""
+    block = teacher_block(rec)
+    return (block is not None and block.get("model") == model_id
+            and isinstance(block.get("negative_ranks"), list)
+            and len(block["negative_ranks"]) == len(rec.negatives)
+            and block.get("positive") is not None
+            and all(n.teacher_score is not None for n in rec.negatives))
+
+
+def margin_of(positive: float, neg_scores: Sequence[float]) -> float | None:
+    return float(positive - max(neg_scores)) if len(neg_scores) else None
+
+
+def select_negatives(rec: Record, keep: Sequence[int]) -> None:
+    """Keep the negatives at indices ``keep`` (in that order); realign the teacher numbers."""
+    block = teacher_block(rec)
+    ranks = block.get("negative_ranks") if block else None
+    aligned = isinstance(ranks, list) and len(ranks) == len(rec.negatives)
+    rec.negatives = [rec.negatives[i] for i in keep]
+    if block is not None and aligned:
+        block["negative_ranks"] = [ranks[i] for i in keep]
+        scores = [n.teacher_score for n in rec.negatives]
+        if block.get("positive") is not None and all(s is not None for s in scores):
+            block["margin"] = margin_of(block["positive"], scores)
+
+
+def _pool(records: Sequence[Record], corpus: Sequence[str]) -> tuple[list[str], dict[str, int]]:
+    index: dict[str, int] = {}
+    for rec in records:
+        for text in (rec.positive, *(n.text for n in rec.negatives)):
+            index.setdefault(text, len(index))
+    for text in corpus:
+        index.setdefault(text, len(index))
+    return list(index), index
+
+
+def _score_group(teacher, group: list[Record], pool: list[str], index: dict[str, int],
+                 doc_prompt: str, depth: int) -> None:
+    queries = teacher.encode([r.query for r in group], teacher.query_prompt)
+    docs = teacher.encode(pool, doc_prompt)
+    targets = [[index[r.positive], *(index[n.text] for n in r.negatives)] for r in group]
+    exclude = [index.get(r.query) for r in group]
+    k = min(len(pool), max(1, int(depth)) + 1)  # one spare for a query found in the pool
+    top_s, top_i = top_k(queries, docs, k)
+
+    results: list[tuple[list[float], list[int]] | None] = []
+    deep: list[int] = []
+    for qi, tg in enumerate(targets):
+        row_i, row_s = top_i[qi], top_s[qi]
+        if exclude[qi] is not None and exclude[qi] not in tg:
+            keep = row_i != exclude[qi]
+            row_i, row_s = row_i[keep], row_s[keep]
+        where = {int(d): p for p, d in enumerate(row_i)}
+        if all(t in where for t in tg):
+            s = [float(row_s[where[t]]) for t in tg]
+            r = [int((row_s > row_s[where[t]]).sum()) + 1 for t in tg]
+            results.append((s, r))
+        else:
+            results.append(None)
+            deep.append(qi)
+    if deep:
+        excl = [exclude[qi] if exclude[qi] not in targets[qi] else None for qi in deep]
+        ds, dr = rank_targets(queries[deep], docs, [targets[qi] for qi in deep], excl)
+        for j, qi in enumerate(deep):
+            results[qi] = ([float(x) for x in ds[j]], [int(x) for x in dr[j]])
+
+    for rec, (s, r) in zip(group, results):
+        for neg, score in zip(rec.negatives, s[1:]):
+            neg.teacher_score = score
+        rec.scores["teacher"] = {
+            "model": teacher.model_id,
+            "positive": s[0],
+            "positive_rank": r[0],
+            "negative_ranks": r[1:],
+            "margin": margin_of(s[0], s[1:]),
+            "pool": len(pool),
+        }
+
+
+def ensure_teacher_scores(records: Sequence[Record], ctx, depth: int = 100) -> Sequence[Record]:
+    """Annotate every record the current teacher has not scored yet; returns ``records``."""
+    teacher = ctx.teacher
+    todo = [r for r in records if not is_annotated(r, teacher.model_id)]
+    if not todo:
+        return records
+    pool, index = _pool(records, ctx.corpus or [])
+    encoded0, hits0 = teacher.encoded, teacher.cache_hits
+    groups: dict[str, list[Record]] = {}
+    for rec in todo:
+        symmetric = rec.task_type in SYMMETRIC_FAMILIES
+        groups.setdefault(teacher.query_prompt if symmetric else teacher.doc_prompt, []).append(rec)
+    for doc_prompt, group in groups.items():
+        _score_group(teacher, group, pool, index, doc_prompt, depth)
+    if hasattr(ctx, "note"):
+        ctx.note(teacher_model=teacher.model_id, pool_docs=len(pool), scored_records=len(todo),
+                 texts_encoded=teacher.encoded - encoded0,
+                 embeddings_from_cache=teacher.cache_hits - hits0)
+    return records
+
+
+def positive_scores(records: Sequence[Record]) -> np.ndarray:
+    """Teacher positive scores of the annotated records (for plots and reports)."""
+    vals = [b["positive"] for r in records if (b := teacher_block(r)) and b.get("positive") is not None]
+    return np.asarray(vals, dtype=np.float64)
