@@ -295,3 +295,22 @@ def test_edited_copies_of_scifact_abstracts_are_caught():
     for members in groups:  # nothing else merged: every pair in a group is truly similar
         for m in members[1:]:
             assert _exact(texts[members[0]], texts[m]) >= 0.7
+
+
+def test_without_stored_scores_the_teacher_picks_the_member_to_keep(tmp_path):
+    """Duplicates met before the ranking steps: the teacher's margin decides, not file order."""
+    from curate.embed.cache import EmbeddingCache
+    from curate.embed.teacher import Teacher
+
+    query = "How do honey bees communicate the location of flowers to the hive?"
+    good = "Forager honey bees perform a waggle dance whose angle and length tell nestmates the direction and distance of a food source."
+    off = "The stock market closed higher on Tuesday as technology shares rallied after strong earnings."
+    neg = Negative(text="Bumblebees are larger than honey bees and nest in the ground.", level=1)
+    worse = Record(id="worse", task_type="short-long", task="t", query=query, positive=off, negatives=[neg])
+    better = Record(id="better", task_type="short-long", task="t", query=query, positive=good,
+                    negatives=[Negative(text=neg.text, level=1)])
+    ctx = FilterContext(out_dir=tmp_path, teacher_factory=lambda: Teacher(cache=EmbeddingCache(tmp_path / "c")))
+    ctx.step_name = "minhash"
+    kept = minhash_step([worse, better], {"fields": ["query"]}, ctx)
+    assert [r.id for r in kept] == ["better"]
+    assert ctx.rejections[0].id == "worse" and ctx.rejections[0].numbers["kept"] == "better"

@@ -123,6 +123,16 @@ def record_margin(rec: Record) -> tuple[int, float]:
     return 0, 0.0
 
 
+def _add_teacher_margins(alive: list[Record], margins: dict[int, tuple[int, float]], ctx: FilterContext) -> None:
+    """Group members without a teacher margin get one, so "best" means the teacher's view."""
+    from curate.filter.teacher_scores import teacher_margins
+
+    need = [m for m, (tier, _) in margins.items() if tier < 2]
+    for m, value in zip(need, teacher_margins([alive[m] for m in need], ctx.teacher)):
+        if value is not None:
+            margins[m] = (2, value)
+
+
 @register("minhash")
 def minhash(records: list[Record], params: dict[str, Any], ctx: FilterContext) -> list[Record]:
     p = _params(params)
@@ -156,6 +166,8 @@ def minhash(records: list[Record], params: dict[str, Any], ctx: FilterContext) -
             checks = [(sig, thr)]
         groups = union_find_groups(i, j)
         margins = {m: record_margin(alive[m]) for g in groups for m in g}
+        if p["keep"] == "margin" and ctx.teacher_factory is not None:
+            _add_teacher_margins(alive, margins, ctx)
         dropped: set[int] = set()
         for group in groups:
             for d, k, sims in resolve_group(group, rank, checks):

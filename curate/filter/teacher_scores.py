@@ -147,3 +147,25 @@ def positive_scores(records: Sequence[Record]) -> np.ndarray:
     """Teacher positive scores of the annotated records (for plots and reports)."""
     vals = [b["positive"] for r in records if (b := teacher_block(r)) and b.get("positive") is not None]
     return np.asarray(vals, dtype=np.float64)
+
+
+def teacher_margins(records: Sequence[Record], teacher) -> list[float | None]:
+    """Positive minus best negative cosine per record, without ranking against a pool.
+
+    For choosing the best member of a duplicate group before the ranking steps run: only
+    the members are encoded (and the cache keeps that work for the ranking later).
+    """
+    if not records:
+        return []
+    queries = teacher.encode([r.query for r in records], teacher.query_prompt)
+    by_prompt: dict[str, list[str]] = {}
+    for rec in records:
+        prompt = teacher.query_prompt if rec.task_type in SYMMETRIC_FAMILIES else teacher.doc_prompt
+        by_prompt.setdefault(prompt, []).extend([rec.positive, *(n.text for n in rec.negatives)])
+    vectors = {p: dict(zip(texts, teacher.encode(texts, p))) for p, texts in by_prompt.items()}
+    out: list[float | None] = []
+    for q, rec in zip(queries, records):
+        prompt = teacher.query_prompt if rec.task_type in SYMMETRIC_FAMILIES else teacher.doc_prompt
+        s = [float(vectors[prompt][t] @ q) for t in (rec.positive, *(n.text for n in rec.negatives))]
+        out.append(margin_of(s[0], s[1:]))
+    return out
