@@ -7,7 +7,7 @@ import pytest
 from tests.helpers import run_curate
 
 
-@pytest.mark.parametrize("command", [[], ["generate"], ["brainstorm"], ["serve"]])
+@pytest.mark.parametrize("command", [[], ["generate"], ["brainstorm"], ["serve"], ["filter"]])
 def test_every_command_has_help(command):
     proc = run_curate(*command, "--help")
     assert proc.returncode == 0
@@ -59,3 +59,27 @@ def test_bad_set_syntax(tmp_path):
     proc = run_curate("generate", "--task", "sts", "--out", str(tmp_path), "--set", "oops",
                       "--base-url", "http://127.0.0.1:9/v1", "--model", "m")
     _one_line_error(proc, "NAME=VALUE")
+
+
+def test_filter_bad_record_names_file_and_line(tmp_path):
+    inp = tmp_path / "gen.jsonl"
+    inp.write_text('{"id": "a", "task_type": "sts", "task": "t", "query": "q", "positive": "p"}\n{"id": "b"}\n')
+    proc = run_curate("filter", "--in", str(inp), "--out", str(tmp_path / "o"))
+    _one_line_error(proc, "gen.jsonl:2", "lacks")
+    assert not (tmp_path / "o" / "filtered.jsonl").exists()
+
+
+def test_filter_unknown_step_in_recipe_is_named(tmp_path):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("steps:\n  - heuristics: {}\n  - dedupe_magic: {}\n")
+    inp = tmp_path / "gen.jsonl"
+    inp.write_text('{"id": "a", "task_type": "sts", "task": "t", "query": "q", "positive": "p"}\n')
+    proc = run_curate("filter", "--in", str(inp), "--out", str(tmp_path / "o"), "--recipe", str(recipe))
+    _one_line_error(proc, "r.yaml", "step 2", "dedupe_magic")
+
+
+def test_filter_unknown_recipe_lists_shipped_ones(tmp_path):
+    inp = tmp_path / "gen.jsonl"
+    inp.write_text('{"id": "a", "task_type": "sts", "task": "t", "query": "q", "positive": "p"}\n')
+    proc = run_curate("filter", "--in", str(inp), "--out", str(tmp_path / "o"), "--recipe", "nope")
+    _one_line_error(proc, "unknown recipe 'nope'", "default", "strict")
