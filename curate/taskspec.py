@@ -14,12 +14,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from curate.errors import CurateError
 from curate.resources import resource_dir
+from curate.yamlfile import read_yaml_mapping
 
 ANSWER_KEYS = ("query", "positive", "negatives")
+INPUT_KEYS = ("query", "positive")  # answer keys a spec may take from its items instead
 DEFAULT_PARAMS = {"temperature": 1.0, "top_p": 1.0, "max_tokens": 2048}
 
 
@@ -61,6 +61,9 @@ class TaskSpec:
     n_negatives: int = 4
     symmetric: bool = False
     score_scale: tuple[float, float] = (1.0, 10.0)
+    # Answer keys each item brings with it (e.g. a real query and positive) instead of asking
+    # the model; they go into the template's variables and into the record verbatim.
+    inputs: list[str] = field(default_factory=list)
 
 
 @lru_cache(maxsize=None)
@@ -96,14 +99,7 @@ def find_spec(name: str, extra_dirs: tuple[Path, ...] = ()) -> Path:
 
 def load_spec(name: str, extra_dirs: tuple[Path, ...] = ()) -> TaskSpec:
     path = find_spec(name, extra_dirs)
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise CurateError(f"{where}: invalid YAML: {getattr(e, 'problem', e)}") from None
-    if not isinstance(raw, dict):
-        raise CurateError(f"{path}: a task spec must be a YAML mapping")
+    raw = read_yaml_mapping(path, "task spec")
     try:
         return _parse(raw, path)
     except (KeyError, TypeError, ValueError) as e:
@@ -160,8 +156,12 @@ def _check_string_limits(schema: Any, where: str) -> None:
 def _parse(raw: dict[str, Any], path: Path) -> TaskSpec:
     family = str(raw.get("family") or path.stem)
     generate = _step(raw["generate"], "generate")
+    inputs = [str(k) for k in raw.get("inputs") or []]
+    bad = [k for k in inputs if k not in INPUT_KEYS]
+    if bad:
+        raise ValueError(f"'inputs' may list only {', '.join(INPUT_KEYS)}, not {', '.join(bad)}")
     required = set(generate.schema.get("required") or [])
-    missing = [k for k in ANSWER_KEYS if k not in required]
+    missing = [k for k in ANSWER_KEYS if k not in required and k not in inputs]
     if missing:
         raise ValueError(f"generate.schema must require {', '.join(missing)}")
     brainstorm = None
@@ -187,4 +187,5 @@ def _parse(raw: dict[str, Any], path: Path) -> TaskSpec:
         n_negatives=int(raw.get("n_negatives", 4)),
         symmetric=bool(raw.get("symmetric", False)),
         score_scale=(float(scale[0]), float(scale[1])),
+        inputs=inputs,
     )

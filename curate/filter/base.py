@@ -82,3 +82,33 @@ class FilterContext:
 
     def reasons(self, step: str) -> Counter:
         return Counter(r.reason for r in self.rejections if r.step == step)
+
+
+def keep_negatives(rec: Record, survivors: list, ctx: FilterContext, drop_empty: bool = True) -> bool:
+    """Prune ``rec`` to ``survivors`` (a subset of its negatives, in order), keeping teacher
+    numbers aligned; a record left with none is dropped as ``no-negatives-left``.
+
+    Returns whether the record stays. Every step that removes negatives goes through here, so
+    the rule for an emptied record and the teacher bookkeeping live in one place.
+    """
+    from curate.filter.teacher_scores import select_negatives
+
+    if len(survivors) == len(rec.negatives):
+        return True
+    if not survivors and drop_empty:
+        ctx.reject(rec, "no-negatives-left", {"negatives_before": len(rec.negatives)})
+        return False
+    ids = {id(n) for n in survivors}
+    select_negatives(rec, [i for i, n in enumerate(rec.negatives) if id(n) in ids])
+    return True
+
+
+def merge_params(step: str, defaults: dict[str, Any], params: dict[str, Any] | None) -> dict[str, Any]:
+    """The step's defaults overridden by the recipe; an unknown name is a one-line error."""
+    from curate.errors import CurateError
+
+    params = dict(params or {})
+    unknown = sorted(set(params) - set(defaults))
+    if unknown:
+        raise CurateError(f"{step}: unknown parameter(s) {', '.join(unknown)}; known: {', '.join(sorted(defaults))}")
+    return {**defaults, **params}

@@ -16,8 +16,8 @@ with no negatives is dropped ("no-negatives-left").
 from __future__ import annotations
 
 from curate.errors import CurateError
-from curate.filter.base import register
-from curate.filter.teacher_scores import ensure_teacher_scores, select_negatives, teacher_block
+from curate.filter.base import keep_negatives, register
+from curate.filter.teacher_scores import ensure_teacher_scores, teacher_block
 
 
 def threshold(positive: float, mode: str = "percent", percent: float = 0.95,
@@ -53,12 +53,8 @@ def false_negatives(records, params, ctx):
             else:
                 keep.append(i)
         had = len(rec.negatives)
-        if len(keep) < had:
-            select_negatives(rec, keep)
-        if had and not rec.negatives:
-            ctx.reject(rec, "no-negatives-left", {"negatives_before": had})
-            continue
-        kept.append(rec)
+        if keep_negatives(rec, [rec.negatives[i] for i in keep], ctx, drop_empty=had > 0):
+            kept.append(rec)
     ctx.note(mode=mode, percent=percent if mode == "percent" else None,
              margin=margin if mode == "margin" else None, negatives_dropped=dropped,
              records_in=len(records), records_kept=len(kept))

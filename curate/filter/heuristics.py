@@ -26,7 +26,7 @@ import re
 from typing import Any
 
 from curate.errors import CurateError
-from curate.filter.base import FilterContext, register
+from curate.filter.base import keep_negatives, merge_params, FilterContext, register
 from curate.near_dup import normalize, shingles
 from curate.records import Negative, Record
 
@@ -70,11 +70,7 @@ DEFAULTS: dict[str, Any] = {
 
 def _params(params: dict[str, Any] | None) -> dict[str, Any]:
     params = dict(params or {})
-    unknown = sorted(set(params) - set(DEFAULTS))
-    if unknown:
-        raise CurateError(f"heuristics: unknown parameter(s) {', '.join(unknown)}; "
-                          f"known: {', '.join(sorted(DEFAULTS))}")
-    p = {**DEFAULTS, **params}
+    p = merge_params("heuristics", DEFAULTS, params)
     p["min_chars"] = {**DEFAULTS["min_chars"], **(params.get("min_chars") or {})}
     tol = p["length_tolerance"]
     if tol is not None and not (isinstance(tol, (int, float)) and 0 < tol <= 1):
@@ -244,12 +240,8 @@ def heuristics(records: list[Record], params: dict[str, Any], ctx: FilterContext
             dropped_here += 1
 
         negatives_dropped += dropped_here
-        if dropped_here:
-            if not survivors:
-                ctx.reject(rec, "no-negatives-left", {"negatives_before": len(rec.negatives)})
-                continue
-            rec.negatives = [neg for neg, _, _ in survivors]
-        kept.append(rec)
+        if keep_negatives(rec, [neg for neg, _, _ in survivors], ctx):
+            kept.append(rec)
 
     ctx.note(records_in=len(records), records_kept=len(kept), negatives_in=negatives_in,
              negatives_dropped=negatives_dropped, records_with_word_target=length_checked)

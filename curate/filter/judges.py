@@ -32,7 +32,7 @@ from typing import Any
 
 from curate.asyncrun import bounded
 from curate.errors import CurateError
-from curate.filter.base import FilterContext, register
+from curate.filter.base import keep_negatives, merge_params, FilterContext, register
 from curate.llm.client import derive_seed
 from curate.records import Record
 from curate.templates import load_template, render
@@ -111,12 +111,7 @@ class Verdict:
 
 
 def _merge(step: str, defaults: dict[str, Any], params: dict[str, Any] | None) -> dict[str, Any]:
-    params = dict(params or {})
-    unknown = sorted(set(params) - set(defaults))
-    if unknown:
-        raise CurateError(f"{step}: unknown parameter(s) {', '.join(unknown)}; "
-                          f"known: {', '.join(sorted(defaults))}")
-    p = {**defaults, **params}
+    p = merge_params(step, defaults, params)
     if p["on_error"] not in ("drop", "keep"):
         raise CurateError(f"{step}: on_error must be 'drop' or 'keep', got {p['on_error']!r}")
     if not isinstance(p["concurrency"], int) or p["concurrency"] < 1:
@@ -351,12 +346,8 @@ async def judge_answerable(records: list[Record], params: dict[str, Any], ctx: F
                 continue
             neg_dropped += 1
         scores["negatives"] = kept_verdicts  # aligned with the negatives that stay
-        if len(survivors) != len(rec.negatives):
-            if not survivors:
-                ctx.reject(rec, "no-negatives-left", {"negatives_before": len(rec.negatives)})
-                continue
-            rec.negatives = survivors
-        kept.append(rec)
+        if keep_negatives(rec, survivors, ctx):
+            kept.append(rec)
 
     ctx.note(records_in=len(records), judged=len(results), judges=[j.name for j in judges],
              verdicts=dict(tally), negatives_dropped=neg_dropped, judge_errors=errors)

@@ -38,7 +38,7 @@ import math
 from typing import Any
 
 from curate.errors import CurateError
-from curate.filter.base import FilterContext, register
+from curate.filter.base import merge_params, FilterContext, register
 from curate.minhash import (
     jaccard,
     lsh_params,
@@ -72,12 +72,7 @@ def _per_field(value: Any, name: str, field: str) -> Any:
 
 
 def _params(params: dict[str, Any] | None) -> dict[str, Any]:
-    params = dict(params or {})
-    unknown = sorted(set(params) - set(DEFAULTS))
-    if unknown:
-        raise CurateError(f"minhash: unknown parameter(s) {', '.join(unknown)}; "
-                          f"known: {', '.join(DEFAULTS)}")
-    p = {**DEFAULTS, **params}
+    p = merge_params("minhash", DEFAULTS, params)
     fields = p["fields"]
     if isinstance(fields, str):
         fields = [fields]

@@ -6,10 +6,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from curate.errors import CurateError
 from curate.resources import resource_dir
+from curate.yamlfile import read_yaml_mapping
 
 
 @dataclass
@@ -46,13 +45,8 @@ def load_recipe(name_or_path: str) -> Recipe:
     from curate.filter.steps import STEPS  # registers every step
 
     path = find_recipe(name_or_path)
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise CurateError(f"{where}: invalid YAML: {getattr(e, 'problem', e)}") from None
-    if not isinstance(raw, dict) or not isinstance(raw.get("steps"), list):
+    raw = read_yaml_mapping(path, "recipe")
+    if not isinstance(raw.get("steps"), list):
         raise CurateError(f"{path}: a recipe is a mapping with a 'steps' list")
     steps = []
     for i, entry in enumerate(raw["steps"], 1):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from curate.errors import CurateError
-from curate.filter.base import FilterContext, register
+from curate.filter.base import keep_negatives, FilterContext, register
 from curate.records import Record
 
 DEFAULTS: dict[str, Any] = {
@@ -66,12 +66,8 @@ def sts_gap(records: list[Record], params: dict[str, Any], ctx: FilterContext) -
                 dropped += 1
             else:
                 survivors.append(neg)
-        if len(survivors) != len(rec.negatives):
-            if not survivors and p["drop_if_no_negatives"]:
-                ctx.reject(rec, "no-negatives-left", {"negatives_before": len(rec.negatives)})
-                continue
-            rec.negatives = survivors
-        kept.append(rec)
+        if keep_negatives(rec, survivors, ctx, drop_empty=p["drop_if_no_negatives"]):
+            kept.append(rec)
 
     ctx.note(records_checked=checked, unscored_records=unscored_records,
              unscored_negatives=unscored_negatives, negatives_dropped=dropped, min_gap=min_gap,

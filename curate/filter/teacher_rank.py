@@ -14,8 +14,8 @@ A limit set to ``null``/0 switches that check off.
 
 from __future__ import annotations
 
-from curate.filter.base import register
-from curate.filter.teacher_scores import ensure_teacher_scores, select_negatives, teacher_block
+from curate.filter.base import keep_negatives, register
+from curate.filter.teacher_scores import ensure_teacher_scores, teacher_block
 
 
 def _limit(params, name: str, default: int) -> int | None:
@@ -61,12 +61,8 @@ def teacher_rank(records, params, ctx):
                 pruned += 1
             else:
                 keep.append(i)
-        if len(keep) < had:
-            select_negatives(rec, keep)
-        if had and not rec.negatives:
-            ctx.reject(rec, "no-negatives-left", {"negatives_before": had})
-            continue
-        kept.append(rec)
+        if keep_negatives(rec, [rec.negatives[i] for i in keep], ctx, drop_empty=had > 0):
+            kept.append(rec)
     ctx.note(positive_top=pos_top, negative_bottom=neg_bottom, negatives_dropped=pruned,
              records_in=len(records), records_kept=len(kept))
     return kept
