@@ -51,15 +51,17 @@ def _llm_options(fn):
     return fn
 
 
-def _family_options(fn):
+def _family_options(fn=None, *, task_required: bool = True):
     """Which families, where to write, and when two tasks count as the same."""
+    if fn is None:
+        return functools.partial(_family_options, task_required=task_required)
     fn = click.option("--tasks-dir", "tasks_dirs", multiple=True, type=click.Path(file_okay=False),
                       help="Extra folder of task specs (YAML), searched before the shipped tasks/.")(fn)
     fn = click.option("--dedup-threshold", type=click.FloatRange(0.0, 1.0), default=0.7, show_default=True,
                       help="MinHash Jaccard above which two task descriptions count as the same.")(fn)
     fn = click.option("--out", type=click.Path(file_okay=False), required=True,
                       help="Run folder (generated.jsonl, failed.jsonl, tasks/, summary.json).")(fn)
-    return click.option("--task", "task_names", multiple=True, required=True,
+    return click.option("--task", "task_names", multiple=True, required=task_required,
                         help="Task family (short-long, long-short, short-short, long-long, sts, bitext, all) "
                              "or a spec file; repeatable.")(fn)
 
@@ -86,10 +88,11 @@ def _parse_overrides(pairs: tuple[str, ...]) -> dict[str, Any]:
 
 
 def _families(names: tuple[str, ...], tasks_dirs) -> list[str]:
-    from curate.taskspec import list_families
+    from curate.taskspec import list_families, load_spec
 
-    if "all" in names:
-        return list_families(tuple(Path(d) for d in tasks_dirs))
+    if "all" in names:  # every family the model writes whole; not those that need given inputs
+        dirs = tuple(Path(d) for d in tasks_dirs)
+        return [f for f in list_families(dirs) if not load_spec(f, dirs).inputs]
     return list(names)
 
 
@@ -123,8 +126,8 @@ def brainstorm(task_names, n, out, dedup_threshold, **kw) -> None:
 
 
 @cli.command()
-@click.option("-n", "--num-examples", "n", type=click.IntRange(1), default=100, show_default=True,
-              help="Examples to generate per family.")
+@click.option("-n", "--num-examples", "n", type=click.IntRange(1), default=None,
+              help="Examples to generate per family  [default: 100; with --from-pairs: one per pair].")
 @click.option("--per-task", type=click.IntRange(1), default=4, show_default=True,
               help="Examples per task: ceil(n / per-task) tasks are brainstormed.")
 @click.option("--tasks-file", type=click.Path(exists=True, dir_okay=False), default=None,
@@ -134,41 +137,80 @@ def brainstorm(task_names, n, out, dedup_threshold, **kw) -> None:
 @click.option("--max-chars", type=click.IntRange(20), default=None,
               help="Cap every text of the answer at this many characters (quick runs, token budgets).")
 @click.option("--retry-failed", is_flag=True, help="Try items that failed in an earlier run again.")
-@_family_options
+@click.option("--from-pairs", "pairs_path", type=click.Path(exists=True), default=None,
+              help="Real (query, positive) pairs (JSONL of {\"query\", \"positive\"}, or a BEIR folder): "
+                   "ask only for 4 graded negatives per pair; implies --task from-pairs.")
+@click.option("--split", default="train", show_default=True, help="Qrels split of a BEIR folder given to --from-pairs.")
+@_family_options(task_required=False)
 @_llm_options
-def generate(task_names, n, out, per_task, tasks_file, overrides, max_chars, retry_failed, dedup_threshold, **kw) -> None:
+def generate(task_names, n, out, per_task, tasks_file, overrides, max_chars, retry_failed, pairs_path, split,
+             dedup_threshold, **kw) -> None:
     """Generate (query, positive, 4 graded negatives) records into OUT/generated.jsonl.
 
     Negatives come hardest first (level 1) to easiest (level 4). Re-running the same command
     resumes: finished items are not redone and cached requests are not sent again.
+    With --from-pairs the query and positive are real ones, kept verbatim.
     """
     from curate.generate.brainstorm import brainstorm as run_brainstorm
-    from curate.generate.brainstorm import load_tasks
+    from curate.generate.brainstorm import fixed_tasks, load_tasks
     from curate.generate.examples import generate as run_generate
     from curate.progress import RunStats
 
+    if not task_names and not pairs_path:
+        raise click.UsageError("Missing option '--task' (or give --from-pairs FILE).")
     pins = _parse_overrides(overrides)
     if tasks_file and len(task_names) > 1:
         raise CurateError("--tasks-file goes with a single --task")
     given = load_tasks(Path(tasks_file)) if tasks_file else None  # checked before any server starts
     if given == []:
         raise CurateError(f"{tasks_file}: no tasks")
+    pairs = None
+    if pairs_path:
+        from curate.generate.from_pairs import FAMILY, generate_from_pairs, read_pairs
+
+        task_names = task_names or (FAMILY,)
+        if len(task_names) > 1 or "all" in task_names:
+            raise CurateError("--from-pairs goes with a single --task (default: from-pairs)")
+    _check_inputs(task_names, kw["tasks_dirs"], bool(pairs_path))
+    if pairs_path:
+        pairs = read_pairs(pairs_path, split)  # checked before any server starts
 
     async def one(spec, client, stats, progress):
+        if pairs is not None:
+            tasks = load_tasks(Path(tasks_file), spec.family) if given else fixed_tasks(spec)
+            stats.extra["tasks_used"] = len(tasks)
+            await generate_from_pairs(spec, pairs, tasks, client, Path(out), kw["seed"], stats, pins,
+                                      kw["prompts_dirs"], retry_failed, progress, max_chars, limit=n)
+            return
         if given:
             tasks = load_tasks(Path(tasks_file), spec.family)
         else:
             bstats = RunStats(stage="brainstorm")
-            tasks = await run_brainstorm(spec, math.ceil(n / per_task), client, Path(out), kw["seed"], bstats,
+            tasks = await run_brainstorm(spec, math.ceil((n or 100) / per_task), client, Path(out), kw["seed"], bstats,
                                          kw["prompts_dirs"], dedup_threshold, progress)
             stats.extra["brainstorm"] = bstats.as_dict()
             if not tasks:
                 raise CurateError(f"{spec.family}: brainstorming gave no usable task (see {out}/logs)")
         stats.extra["tasks_used"] = len(tasks)
-        await run_generate(spec, tasks, n, client, Path(out), kw["seed"], stats, pins, kw["prompts_dirs"],
+        await run_generate(spec, tasks, n or 100, client, Path(out), kw["seed"], stats, pins, kw["prompts_dirs"],
                            retry_failed, progress, max_chars)
 
     _run_stage("generate", task_names, out, kw, one)
+
+
+def _check_inputs(task_names, tasks_dirs, have_pairs: bool) -> None:
+    """Specs that take given inputs run with --from-pairs, and only they do."""
+    from curate.taskspec import load_spec
+
+    dirs = tuple(Path(d) for d in tasks_dirs)
+    for name in _families(task_names, tasks_dirs):
+        spec = load_spec(name, dirs)
+        if have_pairs and not {"query", "positive"} <= set(spec.inputs):
+            raise CurateError(f"--from-pairs needs a spec whose 'inputs' are query and positive "
+                              f"({spec.family} asks the model for them)")
+        if not have_pairs and spec.inputs:
+            raise CurateError(f"{spec.family}: each item needs its own {' and '.join(spec.inputs)}; "
+                              f"give them with --from-pairs FILE")
 
 
 def _write_fixed(spec, tasks, out: Path) -> None:
@@ -249,6 +291,122 @@ def filter_cmd(in_path, out, recipe, teacher, query_prompt, doc_prompt, corpus_p
 
     filter_main(Path(in_path), Path(out), recipe, teacher, query_prompt, doc_prompt,
                 Path(corpus_path) if corpus_path else None, _llm_opts(kw))
+
+
+@cli.command()
+@click.option("--kind", type=click.Choice(["classification", "clustering", "sts"]), required=True,
+              help="What the input holds: labelled examples (a cluster id is a label) or scored sentence pairs.")
+@click.option("--in", "in_path", type=click.Path(dir_okay=False), required=True,
+              help="JSONL: {\"text\", \"label\"} lines, or {\"sentence1\", \"sentence2\", \"score\"} for sts.")
+@click.option("--out", type=click.Path(file_okay=False), required=True,
+              help="Folder for converted.jsonl and convert_summary.json.")
+@click.option("--teacher", is_flag=False, flag_value="bundled", default=None, metavar="[MODEL]",
+              help="Pick the hardest negatives with this teacher (bare --teacher: the bundled all-MiniLM-L6-v2). "
+                   "Default: random for classification/clustering, the bundled teacher for sts.")
+@click.option("--random-negatives", is_flag=True, help="Draw negatives at random, sts included.")
+@click.option("--task-text", default=None, help="The task instruction every record gets (default: one per kind).")
+@click.option("--negatives", "n_negatives", type=click.IntRange(1), default=4, show_default=True,
+              help="Negatives per record.")
+@click.option("--min-score", type=float, default=4.0, show_default=True,
+              help="sts: pairs scoring at least this become records (in the data's own units).")
+@click.option("--scale-max", type=click.FloatRange(0, min_open=True), default=5.0, show_default=True,
+              help="sts: the top of the data's score scale (scores must lie in [0, this]).")
+@click.option("--max-ratio", type=click.FloatRange(0), default=0.95, show_default=True,
+              help="sts with a teacher: skip negatives the teacher scores above this fraction of the positive.")
+@click.option("--corpus", "corpus_path", type=click.Path(dir_okay=False), default=None,
+              help="sts: draw negatives from these texts (JSONL with 'text') instead of the input's sentences.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for every per-example draw.")
+def convert(kind, in_path, out, teacher, random_negatives, task_text, n_negatives, min_score, scale_max,
+            max_ratio, corpus_path, seed) -> None:
+    """Turn classification, clustering or STS data into records (NV-Embed's example-based labels).
+
+    Classification/clustering: each example is a query, another example with its label the
+    positive, examples of other labels the negatives. STS: each pair scoring at least
+    --min-score gives two records (both directions) with negatives mined from the other
+    sentences, never the partner.
+    """
+    from curate.convert.main import CONVERTED, convert_main
+
+    summary = convert_main(kind, Path(in_path), Path(out), teacher, random_negatives, task_text, n_negatives,
+                           seed, min_score, scale_max, max_ratio, Path(corpus_path) if corpus_path else None)
+    click.echo(f"{kind}: {summary['records']} records in {Path(out) / CONVERTED}")
+
+
+@cli.command()
+@click.option("--data", type=click.Path(file_okay=False), default=None,
+              help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv).")
+@click.option("--split", default="train", show_default=True, help="Qrels split of --data.")
+@click.option("--qrels", type=click.Path(dir_okay=False), default=None,
+              help="Qrels file to use with --data instead of qrels/SPLIT.tsv.")
+@click.option("--min-relevance", type=int, default=1, show_default=True,
+              help="Qrels relevance that makes a document a positive.")
+@click.option("--pairs", type=click.Path(dir_okay=False), default=None,
+              help='JSONL of {"query": ..., "positive": text or [texts]}; same query text = one query.')
+@click.option("--in", "records", type=click.Path(dir_okay=False), default=None,
+              help="curate records: mined negatives are added to the ones they have.")
+@click.option("--hf", default=None, help="Hugging Face dataset: hub name, save_to_disk folder or local data file.")
+@click.option("--hf-split", default="train", show_default=True)
+@click.option("--hf-config", default=None, help="Dataset configuration name.")
+@click.option("--query-column", default=None, help="Query column of --hf (default: the first).")
+@click.option("--positive-column", default=None, help="Positive column of --hf, text or list (default: the second).")
+@click.option("--id-column", default=None, help="Query id column of --hf (for --check-qrels).")
+@click.option("--corpus", type=click.Path(dir_okay=False), default=None,
+              help="Documents to mine from (JSONL with 'text'; BEIR corpus.jsonl works). Default: the positives.")
+@click.option("--out", type=click.Path(file_okay=False), required=True,
+              help="Folder for mined.jsonl, mine_report.json and plots.")
+@click.option("--teacher", "teachers", multiple=True,
+              help="Embedding model (sentence-transformers name or path); repeat for an ensemble. "
+                   "Default: the bundled all-MiniLM-L6-v2.")
+@click.option("--query-prompt", default=None, help="Prefix for queries given to the teacher(s).")
+@click.option("--doc-prompt", default=None, help="Prefix for documents given to the teacher(s).")
+@click.option("--batch-size", type=click.IntRange(1), default=64, show_default=True)
+@click.option("--ensemble", type=click.Choice(["intra", "cross"]), default=None,
+              help="Combine several teachers: intra = one negative per teacher in turn; cross = one teacher per query.")
+@click.option("--ensemble-dedup/--no-ensemble-dedup", default=False, show_default=True,
+              help="intra: skip a document another teacher already gave.")
+@click.option("--cross-assign", type=click.Choice(["hash", "roundrobin"]), default="hash", show_default=True)
+@click.option("--cross-encoder", default=None, help="Rescore candidates with this CrossEncoder before thresholds.")
+@click.option("--method", type=click.Choice(["naive", "shift", "window", "abs", "marginpos", "percpos"]),
+              default="percpos", show_default=True)
+@click.option("--margin", type=float, default=None,
+              help="percpos: share of the positive score (default 0.95); marginpos: gap (default 0.05).")
+@click.option("--max-score", type=float, default=None, help="abs: highest negative score (default 0.7).")
+@click.option("--shift", type=click.IntRange(0), default=None, help="shift: candidates skipped (default 10).")
+@click.option("--rank-min", type=click.IntRange(1), default=None, help="window: first rank (default 30).")
+@click.option("--rank-max", type=click.IntRange(1), default=None, help="window: last rank (default 100).")
+@click.option("--min-score", type=float, default=None, help="Floor: candidates scoring below it are never mined.")
+@click.option("-k", "--num-negatives", "k", type=click.IntRange(1), default=4, show_default=True)
+@click.option("--sample", type=click.Choice(["top", "uniform", "softmax", "top1+"]), default="top",
+              show_default=True, help="How the k negatives are chosen among the valid candidates.")
+@click.option("--pool", type=click.IntRange(1), default=10, show_default=True,
+              help="Sampling pool: the first N valid candidates.")
+@click.option("--temperature", type=float, default=0.05, show_default=True, help="softmax / top1+ temperature.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the per-query generators.")
+@click.option("--depth", type=click.IntRange(1), default=100, show_default=True,
+              help="Candidates retrieved first; queries short of valid ones are searched deeper.")
+@click.option("--max-depth", type=click.IntRange(1), default=None, help="Deepest search (default: the whole corpus).")
+@click.option("--index", "index_kind", type=click.Choice(["flat", "ivf", "hnsw"]), default="flat", show_default=True,
+              help="FAISS index: flat is exact; ivf and hnsw are approximate, for large corpora.")
+@click.option("--nprobe", type=click.IntRange(1), default=16, show_default=True, help="ivf: lists visited.")
+@click.option("--ef-search", type=click.IntRange(1), default=128, show_default=True, help="hnsw: efSearch.")
+@click.option("--task-text", default="Given a query, retrieve relevant documents.", show_default=True,
+              help="Task instruction of new records.")
+@click.option("--levels/--no-levels", default=False, show_default=True,
+              help="Give mined negatives levels 1-4 by position (hardest first).")
+@click.option("--min-negatives", type=click.IntRange(0), default=None,
+              help="Write only queries with at least this many mined negatives (default 1; 0 with --in).")
+@click.option("--check-qrels", type=click.Path(dir_okay=False), default=None,
+              help="BEIR qrels the miner did not see: report the share of negatives they call relevant.")
+@click.option("--limit", type=click.IntRange(1), default=None, help="Mine only the first N queries.")
+def mine(**kw) -> None:
+    """Mine hard negatives for queries with known positives (NV-Retriever's positive-aware methods).
+
+    Thresholds use each query's lowest positive score; positives are never mined.
+    """
+    from curate.mine.main import MineOptions, mine_main
+
+    kw["index"] = kw.pop("index_kind")
+    mine_main(MineOptions(**kw))
 
 
 @cli.command()

@@ -7,7 +7,7 @@ import pytest
 from tests.helpers import run_curate
 
 
-@pytest.mark.parametrize("command", [[], ["generate"], ["brainstorm"], ["serve"], ["filter"]])
+@pytest.mark.parametrize("command", [[], ["generate"], ["brainstorm"], ["serve"], ["filter"], ["convert"]])
 def test_every_command_has_help(command):
     proc = run_curate(*command, "--help")
     assert proc.returncode == 0

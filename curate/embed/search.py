@@ -22,6 +22,18 @@ def _as_matrix(x: np.ndarray, name: str) -> np.ndarray:
     return x
 
 
+_GPU_RES: list = []  # one StandardGpuResources for the process, alive as long as it is
+
+
+def _gpu_resources():
+    """FAISS indexes refuse extra attributes, so the GPU resources are held here instead."""
+    import faiss
+
+    if not _GPU_RES:
+        _GPU_RES.append(faiss.StandardGpuResources())
+    return _GPU_RES[0]
+
+
 def _gpu_count() -> int:
     import faiss
 
@@ -36,9 +48,7 @@ def _flat_index(docs: np.ndarray, k: int):
 
     index = faiss.IndexFlatIP(docs.shape[1])
     if k <= _GPU_MAX_K and _gpu_count() > 0:
-        res = faiss.StandardGpuResources()
-        index = faiss.index_cpu_to_gpu(res, 0, index)
-        index._curate_res = res  # keep the GPU resources alive as long as the index
+        index = faiss.index_cpu_to_gpu(_gpu_resources(), 0, index)
     index.add(docs)
     return index
 

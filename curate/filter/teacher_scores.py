@@ -34,7 +34,7 @@ import numpy as np
 from curate.embed.search import rank_targets, top_k
 from curate.records import Record
 
-SYMMETRIC_FAMILIES = frozenset({"sts", "bitext", "short-short", "long-long"})
+SYMMETRIC_FAMILIES = frozenset({"sts", "bitext", "short-short", "long-long", "classification", "clustering"})
 
 
 def teacher_block(rec: Record) -> dict[str, Any] | None:

@@ -4,17 +4,22 @@ Items are planned up front from (family, task, repetition, seed, overrides), whi
 gives each its stable id and its own seed; an item already in ``generated.jsonl`` or
 ``failed.jsonl`` is not redone, so re-running after a crash continues without losing or
 duplicating anything. Records and failures are appended and flushed as they finish.
+
+An item may also bring fixed fields of its own (``Item.given``: a real query and positive,
+for specs that list them under ``inputs``); they are template variables, and the record
+keeps them verbatim instead of asking the model for them (see ``curate.generate.from_pairs``).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from curate.asyncrun import bounded
+from curate.errors import CurateError
 from curate.jsonl import JsonlAppender, atomic_write_jsonl, read_jsonl, trim_partial_tail
 from curate.llm.client import Answer, LLMClient, derive_seed
 from curate.progress import RunStats
@@ -33,6 +38,27 @@ class Item:
     task: Task
     repetition: int
     seed: int
+    given: dict[str, Any] = field(default_factory=dict)  # answer fields fixed in advance (verbatim)
+    meta: dict[str, Any] = field(default_factory=dict)  # provenance copied into the record's meta
+
+
+# Variables every generate template gets besides the drawn placeholders.
+_BASE_VARIABLES = ("task", "n_negatives", "task_type")
+
+
+def pinned_parts(overrides: dict[str, Any] | None, max_chars: int | None) -> list[tuple[str, Any]]:
+    """The run settings that change what an item asks for, so they belong in its id."""
+    pinned = sorted((overrides or {}).items())
+    if max_chars:
+        pinned.append(("max_chars", max_chars))
+    return pinned
+
+
+def make_item(spec: TaskSpec, task: Task, key: Any, seed: int, pinned: list, repetition: int = 0,
+              given: dict[str, Any] | None = None, meta: dict[str, Any] | None = None) -> Item:
+    """An item whose id (and so its seed) follows from family, task, ``key``, seed and pins."""
+    item_id = stable_id(spec.family, task.task, key, seed, pinned)
+    return Item(item_id, task, repetition, derive_seed("generate", item_id), dict(given or {}), dict(meta or {}))
 
 
 def plan_items(spec: TaskSpec, tasks: Sequence[Task], n: int, seed: int,
@@ -40,15 +66,12 @@ def plan_items(spec: TaskSpec, tasks: Sequence[Task], n: int, seed: int,
     """Item i uses task i mod T, so the first items already cover every task."""
     if not tasks:
         return []
-    pinned = sorted((overrides or {}).items())
-    if max_chars:
-        pinned.append(("max_chars", max_chars))
+    pinned = pinned_parts(overrides, max_chars)
     items = []
     for i in range(n):
         task = tasks[i % len(tasks)]
         rep = i // len(tasks)
-        item_id = stable_id(spec.family, task.task, rep, seed, pinned)
-        items.append(Item(item_id, task, rep, derive_seed("generate", item_id)))
+        items.append(make_item(spec, task, rep, seed, pinned, repetition=rep))
     return items
 
 
@@ -63,6 +86,13 @@ def finished_ids(out_dir: Path) -> set[str]:
     return done
 
 
+def _answer_text(item: Item, data: dict[str, Any], key: str) -> str:
+    """A given field verbatim, else the model's answer for it, stripped."""
+    if key in item.given:
+        return item.given[key]
+    return str(data[key]).strip()
+
+
 def answer_to_record(spec: TaskSpec, item: Item, data: dict[str, Any], meta: dict[str, Any]) -> Record:
     negatives = [
         Negative(text=str(n["text"]).strip(), level=level, score=n.get("score"), answerable=n.get("answerable"))
@@ -72,8 +102,8 @@ def answer_to_record(spec: TaskSpec, item: Item, data: dict[str, Any], meta: dic
         id=item.id,
         task_type=spec.family,
         task=item.task.task,
-        query=str(data["query"]).strip(),
-        positive=str(data["positive"]).strip(),
+        query=_answer_text(item, data, "query"),
+        positive=_answer_text(item, data, "positive"),
         negatives=negatives,
         positive_score=data.get("positive_score"),
         positive_answerable=data.get("positive_answerable"),
@@ -94,10 +124,17 @@ async def generate(
     retry_failed: bool = False,
     progress=None,
     max_chars: int | None = None,
+    items: Sequence[Item] | None = None,
 ) -> RunStats:
+    """Run every planned item not finished yet; ``items`` replaces the plan from ``tasks`` and ``n``."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    items = plan_items(spec, tasks, n, seed, overrides, max_chars)
+    if items is None:
+        if spec.inputs:
+            raise CurateError(f"{spec.family}: each item needs its own {' and '.join(spec.inputs)} "
+                              f"(use --from-pairs FILE)")
+        items = plan_items(spec, tasks, n, seed, overrides, max_chars)
+    items = list(items)
     retried = _drop_failed(out_dir, {it.id for it in items}) if retry_failed else set()
     done = finished_ids(out_dir)
     todo = [it for it in items if it.id not in done]
@@ -109,10 +146,11 @@ async def generate(
     async def work(item: Item) -> tuple[Answer, dict[str, Any]]:
         variables = draw_variables(step, item.seed, overrides)
         variables.update(task=item.task.task, n_negatives=spec.n_negatives, task_type=spec.family)
+        variables.update(item.given)
         messages, tmeta = build_messages(step, variables, prompt_dirs)
         answer = await client.ask_json(messages, step.schema, step.params, item.seed, name="example",
                                        fresh=item.id in retried)
-        placeholders = {k: v for k, v in variables.items() if k not in ("task", "n_negatives", "task_type")}
+        placeholders = {k: v for k, v in variables.items() if k not in _BASE_VARIABLES and k not in item.given}
         meta = {
             "model": client.cfg.model,
             **tmeta,
@@ -121,6 +159,7 @@ async def generate(
             **({"max_chars": max_chars} if max_chars else {}),
             "task_id": item.task.id,
             "repetition": item.repetition,
+            **item.meta,
             "attempts": answer.attempts,
             "tokens": {"prompt": answer.prompt_tokens, "completion": answer.completion_tokens},
             "latency_s": round(answer.latency, 3),

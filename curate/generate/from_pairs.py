@@ -1,0 +1,151 @@
+"""Graded negatives for real (query, positive) pairs (MGH's treatment of public retrieval data).
+
+Each pair becomes one item of the ``generate`` loop whose query and positive are fixed
+(``Item.given``): the template sees them as ``query`` and ``positive``, the model is asked
+only for the four negatives (level 1 hardest .. 4 easiest) and its scores, and the record
+keeps the real query and positive verbatim.  An item's id follows from the family, its task,
+the pair's two texts, the seed and the pinned settings, so re-running resumes exactly as
+``generate`` does, whatever order the pairs come in.
+
+Pairs come from a JSONL file of ``{"query", "positive"}`` lines (an optional ``"task"`` gives
+that pair its instruction) or from a BEIR folder (``queries.jsonl``, ``corpus.jsonl`` and
+``qrels/<split>.tsv``: one pair per relevant (query, document)).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from curate.errors import CurateError
+from curate.jsonl import read_jsonl
+from curate.llm.client import LLMClient
+from curate.progress import RunStats
+from curate.records import Task, stable_id
+from curate.taskspec import TaskSpec
+
+from curate.generate.examples import Item, generate, make_item, pinned_parts
+
+FAMILY = "from-pairs"
+
+
+@dataclass
+class Pair:
+    query: str
+    positive: str
+    task: str | None = None  # this pair's own instruction, if its line gave one
+    source: dict[str, Any] = field(default_factory=dict)  # where it came from (line, ids)
+
+
+def read_pairs_jsonl(path: Path) -> list[Pair]:
+    """``{"query": ..., "positive": ...[, "task": ...]}`` lines; a bad line names file and line."""
+    pairs = []
+    for lineno, obj in read_jsonl(path):
+        if not isinstance(obj, dict):
+            raise CurateError(f"{path}:{lineno}: a pair must be a JSON object with 'query' and 'positive'")
+        for key in ("query", "positive"):
+            value = obj.get(key)
+            if not isinstance(value, str):
+                raise CurateError(f"{path}:{lineno}: a pair needs a string '{key}'")
+            if not value.strip():
+                raise CurateError(f"{path}:{lineno}: '{key}' is empty")
+        task = obj.get("task")
+        if task is not None and (not isinstance(task, str) or not task.strip()):
+            raise CurateError(f"{path}:{lineno}: 'task' must be a non-empty string")
+        pairs.append(Pair(obj["query"], obj["positive"], task, {"line": lineno}))
+    return pairs
+
+
+def read_pairs_beir(folder: Path, split: str, min_relevance: int = 1) -> list[Pair]:
+    """One pair per (query, document) the split's qrels call relevant, in qrels order."""
+    from curate.datasets.beir import load_beir
+
+    qrels_path = folder / "qrels" / f"{split}.tsv"
+    if (folder / "corpus.jsonl").exists() and not qrels_path.exists():
+        have = sorted(p.stem for p in (folder / "qrels").glob("*.tsv")) if (folder / "qrels").is_dir() else []
+        raise CurateError(f"{folder}: no qrels for split {split!r} (have: {', '.join(have) or 'none'})")
+    data = load_beir(folder, split)
+    pairs = []
+    for qid, docs in data.qrels.items():
+        if qid not in data.queries:
+            raise CurateError(f"{qrels_path}: query id {qid!r} is not in queries.jsonl")
+        for did, rel in docs.items():
+            if rel < min_relevance:
+                continue
+            if did not in data.corpus:
+                raise CurateError(f"{qrels_path}: document id {did!r} is not in corpus.jsonl")
+            pairs.append(Pair(data.queries[qid], data.corpus[did], None,
+                              {"split": split, "query_id": qid, "doc_id": did}))
+    return pairs
+
+
+def read_pairs(path: str | Path, split: str = "train") -> list[Pair]:
+    """Pairs from a JSONL file or a BEIR folder; no pairs at all is an error."""
+    path = Path(path)
+    pairs = read_pairs_beir(path, split) if path.is_dir() else read_pairs_jsonl(path)
+    if not pairs:
+        raise CurateError(f"{path}: no (query, positive) pairs")
+    return pairs
+
+
+def pair_task(spec: TaskSpec, pair: Pair, tasks: Sequence[Task]) -> Task:
+    """The pair's own task, else one of ``tasks`` picked by the pair's texts (not its position)."""
+    if pair.task:
+        text = " ".join(pair.task.split())
+        return Task(id=stable_id(spec.family, text), task_type=spec.family, task=text, meta={"source": "pair"})
+    pick = int(stable_id(pair.query, pair.positive), 16) % len(tasks)
+    return tasks[pick]
+
+
+def plan_pair_items(spec: TaskSpec, pairs: Sequence[Pair], tasks: Sequence[Task], seed: int,
+                    overrides: dict[str, Any] | None = None, max_chars: int | None = None,
+                    limit: int | None = None) -> tuple[list[Item], int]:
+    """One item per distinct (task, query, positive), at most ``limit``; also the duplicates skipped."""
+    if not tasks and any(p.task is None for p in pairs):
+        raise CurateError(f"{spec.family}: no task instruction for pairs without a 'task'")
+    pinned = pinned_parts(overrides, max_chars)
+    items: list[Item] = []
+    seen: set[str] = set()
+    duplicates = 0
+    for pair in pairs:
+        if limit is not None and len(items) >= limit:
+            break
+        task = pair_task(spec, pair, tasks)
+        item = make_item(spec, task, {"query": pair.query, "positive": pair.positive}, seed, pinned,
+                         given={"query": pair.query, "positive": pair.positive},
+                         meta={"pair": pair.source})
+        if item.id in seen:
+            duplicates += 1
+            continue
+        seen.add(item.id)
+        items.append(item)
+    return items, duplicates
+
+
+async def generate_from_pairs(
+    spec: TaskSpec,
+    pairs: Sequence[Pair],
+    tasks: Sequence[Task],
+    client: LLMClient,
+    out_dir: Path,
+    seed: int,
+    stats: RunStats,
+    overrides: dict[str, Any] | None = None,
+    prompt_dirs: Sequence[str | Path] = (),
+    retry_failed: bool = False,
+    progress=None,
+    max_chars: int | None = None,
+    limit: int | None = None,
+) -> RunStats:
+    """Ask for graded negatives for every pair (the ``generate`` loop, with given query/positive)."""
+    missing = [k for k in ("query", "positive") if k not in spec.inputs]
+    if missing:
+        raise CurateError(f"--from-pairs needs a spec whose 'inputs' list query and positive "
+                          f"({spec.family} asks the model for {', '.join(missing)})")
+    items, duplicates = plan_pair_items(spec, pairs, tasks, seed, overrides, max_chars, limit)
+    stats.extra["pairs"] = len(pairs)
+    stats.extra["duplicate_pairs"] = duplicates
+    return await generate(spec, [], len(items), client, out_dir, seed, stats, overrides, prompt_dirs,
+                          retry_failed, progress, max_chars, items=items)

@@ -1,0 +1,316 @@
+"""``curate mine``: read queries and a corpus, mine negatives per teacher, write records and a report.
+
+Outputs in the run folder: ``mined.jsonl`` (one ``Record`` per query, or the input records
+with mined negatives appended), ``mine_report.json`` and PNG histograms of the scores.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from curate.errors import CurateError
+from curate.jsonl import atomic_write_json, atomic_write_jsonl
+from curate.mine import report as rep
+from curate.mine.ensemble import ENSEMBLES, Pick, assign_cross, interleave
+from curate.mine.index import SearchIndex
+from curate.mine.inputs import MineInput, MineItem, load_input
+from curate.mine.methods import Method
+from curate.mine.miner import CrossEncoderScorer, MineConfig, Mined, mine
+from curate.mine.sampling import STRATEGIES
+from curate.records import Negative, Record
+
+MINED = "mined.jsonl"
+REPORT = "mine_report.json"
+DEFAULT_TASK = "Given a query, retrieve relevant documents."
+
+
+@dataclass
+class MineOptions:
+    out: str
+    # input (exactly one of data / pairs / records / hf)
+    data: str | None = None
+    split: str = "train"
+    qrels: str | None = None
+    min_relevance: int = 1
+    pairs: str | None = None
+    records: str | None = None
+    hf: str | None = None
+    hf_split: str = "train"
+    hf_config: str | None = None
+    query_column: str | None = None
+    positive_column: str | None = None
+    id_column: str | None = None
+    corpus: str | None = None
+    limit: int | None = None
+    # teachers
+    teachers: tuple[str, ...] = ()
+    query_prompt: str | None = None
+    doc_prompt: str | None = None
+    batch_size: int = 64
+    ensemble: str | None = None
+    ensemble_dedup: bool = False
+    cross_assign: str = "hash"
+    cross_encoder: str | None = None
+    # method and sampling
+    method: str = "percpos"
+    margin: float | None = None
+    max_score: float | None = None
+    shift: int | None = None
+    rank_min: int | None = None
+    rank_max: int | None = None
+    min_score: float | None = None
+    k: int = 4
+    sample: str = "top"
+    pool: int = 10
+    temperature: float = 0.05
+    seed: int = 0
+    # search
+    depth: int = 100
+    max_depth: int | None = None
+    index: str = "flat"
+    nprobe: int = 16
+    ef_search: int = 128
+    # output
+    task_text: str = DEFAULT_TASK
+    levels: bool = False
+    min_negatives: int | None = None
+    check_qrels: str | None = None
+    plots: bool = True
+
+
+def _config(opts: MineOptions) -> MineConfig:
+    method = Method.make(opts.method, opts.margin, opts.max_score, opts.shift, opts.rank_min, opts.rank_max,
+                         opts.min_score)
+    if opts.k < 1:
+        raise CurateError("-k must be at least 1")
+    if opts.depth < 1 or (opts.max_depth is not None and opts.max_depth < 1):
+        raise CurateError("--depth and --max-depth must be at least 1")
+    if opts.sample not in STRATEGIES:
+        raise CurateError(f"unknown --sample {opts.sample!r} (choose from {', '.join(STRATEGIES)})")
+    if opts.sample != "top" and opts.temperature <= 0:
+        raise CurateError("--temperature must be above 0")
+    return MineConfig(method=method, k=opts.k, sample=opts.sample, pool=max(1, opts.pool),
+                      temperature=opts.temperature, seed=opts.seed, depth=opts.depth, max_depth=opts.max_depth)
+
+
+def _teachers(opts: MineOptions):
+    from curate.embed.teacher import Teacher
+
+    names = list(opts.teachers) or [None]
+    return [Teacher(model=n, query_prompt=opts.query_prompt, doc_prompt=opts.doc_prompt,
+                    batch_size=opts.batch_size) for n in names]
+
+
+def _level(i: int, k: int) -> int:
+    return 1 + (i * 4) // max(k, 1)
+
+
+def _record(item: MineItem, picks: list[Pick], mined_by: dict[int, Mined], inp: MineInput, cfg: MineConfig,
+            opts: MineOptions, models: list[str], scorer_name: str | None) -> Record:
+    corpus = inp.corpus
+    negatives = [Negative(text=corpus.texts[p.doc], level=_level(i, cfg.k) if opts.levels else None,
+                          teacher_score=float(p.score), source="mined") for i, p in enumerate(picks)]
+    first_t = min(mined_by)
+    first = mined_by[first_t]
+    neg_scores = [float(p.score) for p in picks]
+    model = scorer_name or (models[first_t] if len(mined_by) == 1 else
+                            "intra:" + "+".join(models[t] for t in sorted(mined_by)))
+    teacher_block: dict[str, Any] = {
+        "model": model,
+        "positive": float(first.lowest_positive),
+        "positives": [float(s) for s in first.positive_scores],
+        "margin": float(first.lowest_positive - max(neg_scores)) if neg_scores else None,
+        "pool": len(corpus),
+        "stage": "mine",
+    }
+    if scorer_name:
+        teacher_block["retriever"] = models[first_t]
+    if len(mined_by) > 1:
+        teacher_block["teachers"] = {models[t]: {"positive": float(m.lowest_positive)}
+                                     for t, m in sorted(mined_by.items())}
+    mine_meta: dict[str, Any] = {
+        "method": cfg.method.name, "params": cfg.method.params(), "k": cfg.k, "sample": cfg.sample,
+        "ranks": [int(p.rank) for p in picks],
+        "doc_ids": [corpus.doc_id(p.doc) for p in picks],
+        "depth": max(m.depth for m in mined_by.values()),
+        "valid": {models[t]: m.valid for t, m in sorted(mined_by.items())} if len(mined_by) > 1 else first.valid,
+    }
+    if len(mined_by) > 1 or opts.ensemble == "cross":
+        mine_meta["teachers"] = [models[p.teacher] for p in picks]
+    reasons = {m.short_reason for m in mined_by.values() if m.short_reason}
+    if len(picks) < cfg.k and reasons:
+        mine_meta["short_reason"] = "; ".join(sorted(reasons))
+    if item.record is not None:
+        rec = item.record
+        rec.negatives = list(rec.negatives) + negatives
+        rec.scores = dict(rec.scores or {})
+        rec.scores["teacher"] = teacher_block
+        rec.meta = dict(rec.meta or {})
+        rec.meta["mine"] = mine_meta
+        return rec
+    positives = [corpus.texts[j] for j in item.positives]
+    meta: dict[str, Any] = {"source": inp.source.get("kind")}
+    if item.query_id is not None:
+        meta["query_id"] = item.query_id
+    if len(positives) > 1:
+        meta["positives"] = positives[1:]
+    meta["positive_ids"] = [corpus.doc_id(j) for j in item.positives]
+    meta["mine"] = mine_meta
+    return Record(id=item.record_id, task_type=item.task_type or "retrieval", task=item.task or opts.task_text,
+                  query=item.query, positive=positives[0], negatives=negatives, scores={"teacher": teacher_block},
+                  meta=meta)
+
+
+def run_mine(opts: MineOptions, teachers=None, rescorer=None) -> dict[str, Any]:
+    """Mine, write the outputs, and return the report.  ``teachers`` / ``rescorer``: objects to
+    use instead of loading them by name (tests, notebooks)."""
+    started = time.perf_counter()
+    timings: dict[str, float] = {}
+    cfg = _config(opts)
+    if opts.ensemble is not None and opts.ensemble not in ENSEMBLES:
+        raise CurateError(f"unknown --ensemble {opts.ensemble!r} (choose from {', '.join(ENSEMBLES)})")
+    n_teachers = len(teachers) if teachers is not None else max(1, len(opts.teachers))
+    if n_teachers > 1 and opts.ensemble is None:
+        raise CurateError("several --teacher need --ensemble intra or --ensemble cross")
+    check_qrels = None
+    if opts.check_qrels:
+        from curate.datasets.beir import read_qrels
+
+        check_qrels = read_qrels(Path(opts.check_qrels))
+    out_dir = Path(opts.out)
+
+    t = time.perf_counter()
+    inp = load_input(data=opts.data, split=opts.split, qrels=opts.qrels, min_relevance=opts.min_relevance,
+                     pairs=opts.pairs, records=opts.records, hf=opts.hf, hf_split=opts.hf_split,
+                     hf_config=opts.hf_config, query_column=opts.query_column,
+                     positive_column=opts.positive_column, id_column=opts.id_column, corpus=opts.corpus)
+    items = inp.items[:opts.limit] if opts.limit else inp.items
+    if not items:
+        raise CurateError("no queries to mine")
+    timings["load_s"] = time.perf_counter() - t
+
+    teachers = teachers if teachers is not None else _teachers(opts)
+    models = [tc.model_id for tc in teachers]
+    if len(set(models)) != len(models):
+        raise CurateError("the same teacher is named twice")
+    if rescorer is None and opts.cross_encoder:
+        rescorer = CrossEncoderScorer(opts.cross_encoder, inp.corpus.texts)
+    scorer_name = getattr(rescorer, "name", "cross-encoder") if rescorer is not None else None
+    owner = (assign_cross([it.key for it in items], len(teachers), opts.seed, opts.cross_assign)
+             if opts.ensemble == "cross" else None)
+
+    per_item: list[dict[int, Mined]] = [{} for _ in items]
+    teacher_rows = []
+    index_info = None
+    encode_s = search_s = 0.0
+    for ti, teacher in enumerate(teachers):
+        mine_idx = [i for i in range(len(items)) if owner is None or owner[i] == ti]
+        if not mine_idx:
+            teacher_rows.append({"model": models[ti], "queries": 0})
+            continue
+        t = time.perf_counter()
+        before = (teacher.encoded, teacher.cache_hits)
+        dvecs = teacher.encode_docs(inp.corpus.texts)
+        qvecs = teacher.encode_queries([items[i].query for i in mine_idx])
+        encode_s += time.perf_counter() - t
+        t = time.perf_counter()
+        index = SearchIndex(dvecs, opts.index, nprobe=opts.nprobe, ef_search=opts.ef_search)
+        index_info = index.describe()
+        results = mine(qvecs, dvecs, index, [items[i] for i in mine_idx], cfg, rescorer)
+        search_s += time.perf_counter() - t
+        for i, res in zip(mine_idx, results):
+            per_item[i][ti] = res
+        teacher_rows.append({"model": models[ti], "queries": len(mine_idx),
+                             "texts_encoded": teacher.encoded - before[0],
+                             "cache_hits": teacher.cache_hits - before[1],
+                             "queries_searched_deeper": sum(r.rounds > 1 for r in results),
+                             "max_depth_searched": max(r.depth for r in results)})
+        del dvecs, qvecs, index
+    timings["encode_s"] = encode_s
+    timings["search_s"] = search_s
+
+    t = time.perf_counter()
+    min_negs = opts.min_negatives if opts.min_negatives is not None else (0 if opts.records else 1)
+    out_records, all_picks, short_reasons = [], [], []
+    lowest_pos, neg_scores, gaps = [], [], []
+    rejected: dict[str, int] = {}
+    for item, mined_by in zip(items, per_item):
+        lists = {tt: [Pick(tt, int(d), float(s), int(r)) for d, s, r in zip(m.docs, m.scores, m.ranks)]
+                 for tt, m in mined_by.items()}
+        if len(lists) == 1:
+            picks = next(iter(lists.values()))
+        else:
+            picks = interleave([lists[tt] for tt in sorted(lists)], cfg.k, opts.ensemble_dedup)
+        all_picks.append([p.doc for p in picks])
+        reasons = sorted({m.short_reason for m in mined_by.values() if m.short_reason})
+        short_reasons.append("; ".join(reasons) if len(picks) < cfg.k and reasons else
+                             ("not enough valid candidates" if len(picks) < cfg.k else None))
+        for m in mined_by.values():
+            for name, c in m.rejected.items():
+                rejected[name] = rejected.get(name, 0) + c
+        first = mined_by[min(mined_by)]
+        lowest_pos.append(first.lowest_positive)
+        for p in picks:
+            neg_scores.append(p.score)
+            gaps.append(mined_by[p.teacher].lowest_positive - p.score)
+        if len(picks) >= min_negs:
+            out_records.append(_record(item, picks, mined_by, inp, cfg, opts, models, scorer_name))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_jsonl(out_dir / MINED, (r.to_dict() for r in out_records))
+
+    report: dict[str, Any] = {
+        "input": inp.source,
+        "skipped_input": inp.skipped,
+        "corpus": {"documents": len(inp.corpus), "duplicate_texts_merged": inp.corpus.duplicates,
+                   "positives_added": inp.corpus.added},
+        "method": {"name": cfg.method.name, **cfg.method.params()},
+        "k": cfg.k,
+        "sampling": {"strategy": cfg.sample, **({"pool": cfg.pool, "temperature": cfg.temperature,
+                                                "seed": cfg.seed} if cfg.sample != "top" else {})},
+        "search": {"depth": cfg.depth, "max_depth": cfg.max_depth, "index": index_info},
+        "teachers": teacher_rows,
+        "ensemble": ({"method": opts.ensemble, "dedup": opts.ensemble_dedup if opts.ensemble == "intra" else None,
+                      "assign": opts.cross_assign if opts.ensemble == "cross" else None}
+                     if opts.ensemble else None),
+        "cross_encoder": ({"model": scorer_name, "pairs_scored": getattr(rescorer, "pairs_scored", None)}
+                          if rescorer is not None else None),
+        **rep.counts(cfg.k, [len(p) for p in all_picks], short_reasons, len(out_records)),
+        "min_negatives": min_negs,
+        "rejected_candidates": rejected,
+        "scores": rep.score_summary(lowest_pos, neg_scores, gaps),
+    }
+    if check_qrels is not None:
+        report["false_negatives"] = rep.false_negative_rate(items, all_picks, inp.corpus, check_qrels,
+                                                            opts.check_qrels)
+    plots = rep.write_plots(out_dir, lowest_pos, neg_scores, gaps, cfg.method.name) if opts.plots else []
+    report["plots"] = [p.name for p in plots]
+    report["outputs"] = {"records": MINED}
+    timings["write_s"] = time.perf_counter() - t
+    report["timings"] = {k: round(v, 2) for k, v in timings.items()}
+    report["wall_seconds"] = round(time.perf_counter() - started, 2)
+    atomic_write_json(out_dir / REPORT, report)
+    return report
+
+
+def mine_main(opts: MineOptions) -> dict[str, Any]:
+    from curate.progress import console
+
+    report = run_mine(opts)
+    neg = report["negatives_per_query"]["mean"]
+    console.print(f"mine ({report['method']['name']}): {report['queries_out']}/{report['queries_in']} queries "
+                  f"written, {report['negatives']} negatives ({neg:.2f} per query), "
+                  f"{report['queries_short']} with fewer than {report['k']}")
+    for reason, n in report["short_reasons"].items():
+        console.print(f"  short: {reason}: {n}")
+    fn = report.get("false_negatives")
+    if fn and fn["rate"] is not None:
+        console.print(f"false negatives against {fn['qrels']}: {fn['false_negatives']}/{fn['negatives_checked']} "
+                      f"= {fn['rate']:.2%} ({fn['queries_checked']} queries checked)")
+    for t in report["teachers"]:
+        if t.get("queries"):
+            console.print(f"teacher {t['model']}: {t['texts_encoded']} texts encoded, {t['cache_hits']} from cache")
+    console.print(f"wrote {Path(opts.out) / MINED}, {Path(opts.out) / REPORT} in {report['wall_seconds']:.1f}s")
+    return report

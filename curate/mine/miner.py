@@ -1,0 +1,176 @@
+"""The mining loop: one teacher, many queries, one code path for every method.
+
+For each query: retrieve its top ``depth`` documents plus as many as it has excluded
+documents (its positives, ...), drop the excluded ones, optionally rescore the rest with a
+cross-encoder (re-sorting them), let the method judge each candidate against the query's
+lowest positive score, and let the sampling strategy choose among the valid ones.
+
+A query that has too few valid candidates is searched again, twice as deep, until it has
+enough, the whole corpus was searched (exactly, whatever the index), ``max_depth`` is
+reached, or deeper documents cannot help (a rank window already covered; every deeper
+document below the score floor).  Only those queries are searched again.  Queries are
+searched in chunks sorted by depth, so at most about ``max_cells`` scores are held at once
+and no query x corpus matrix is ever built; each query's result uses only its own top
+``depth`` list, so it does not depend on which queries shared its chunk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from curate.mine.index import SearchIndex
+from curate.mine.inputs import MineItem
+from curate.mine.methods import CODE_NAMES, VALID, Method
+from curate.mine.sampling import choose, needed, query_rng
+
+
+@dataclass
+class MineConfig:
+    method: Method = field(default_factory=lambda: Method.make("percpos"))
+    k: int = 4
+    sample: str = "top"
+    pool: int = 10
+    temperature: float = 0.05
+    seed: int = 0
+    depth: int = 100
+    max_depth: int | None = None
+    max_cells: int = 8_000_000  # scores held at once (queries x depth); about 128 MB at the peak
+
+
+@dataclass
+class Mined:
+    """One query's negatives from one teacher, best first."""
+
+    docs: np.ndarray  # corpus indices
+    scores: np.ndarray  # the scores the method judged (cross-encoder ones when rescored)
+    ranks: np.ndarray  # 1-based rank in the teacher's retrieval list, positives included
+    positive_scores: np.ndarray  # one per positive of the item, in its order
+    lowest_positive: float  # over those and the item's also_positive ones
+    valid: int  # valid candidates found
+    depth: int  # documents retrieved in the last search
+    rounds: int  # searches this query needed
+    rejected: dict[str, int]
+    short_reason: str | None  # why fewer than k, when fewer
+
+
+class CrossEncoderScorer:
+    """Rescores (query, document) pairs with a sentence-transformers ``CrossEncoder``.
+
+    Pairs already scored are remembered, so deeper searches only score new candidates.
+    """
+
+    def __init__(self, model, corpus_texts: Sequence[str], batch_size: int = 32, name: str | None = None):
+        if isinstance(model, str):
+            from sentence_transformers import CrossEncoder
+
+            name = name or model
+            model = CrossEncoder(model)
+        self.model = model
+        self.name = name or type(model).__name__
+        self.texts = corpus_texts
+        self.batch_size = batch_size
+        self._memo: dict[tuple[str, int], float] = {}
+        self.pairs_scored = 0
+
+    def score(self, query: str, docs: Sequence[int]) -> np.ndarray:
+        todo = list(dict.fromkeys(int(d) for d in docs if (query, int(d)) not in self._memo))
+        if todo:
+            out = self.model.predict([(query, self.texts[d]) for d in todo], batch_size=self.batch_size,
+                                     show_progress_bar=False)
+            for d, s in zip(todo, np.asarray(out, dtype=np.float64).reshape(len(todo), -1)[:, -1]):
+                self._memo[(query, d)] = float(s)
+            self.pairs_scored += len(todo)
+        return np.array([self._memo[(query, int(d))] for d in docs], dtype=np.float64)
+
+
+def positive_scores(qvecs: np.ndarray, dvecs: np.ndarray, items: Sequence[MineItem],
+                    rescorer=None) -> list[np.ndarray]:
+    """Scores of each item's positives, then of its ``also_positive`` ones (same query text)."""
+    out = []
+    for i, it in enumerate(items):
+        docs = list(it.positives) + list(it.also_positive)
+        if rescorer is not None:
+            out.append(np.asarray(rescorer.score(it.query, docs), dtype=np.float64))
+        else:
+            out.append((dvecs[np.asarray(docs, dtype=np.int64)] @ qvecs[i]).astype(np.float64))
+    return out
+
+
+def mine(qvecs: np.ndarray, dvecs: np.ndarray, index: SearchIndex, items: Sequence[MineItem],
+         cfg: MineConfig, rescorer=None) -> list[Mined]:
+    """Negatives for every item (``qvecs[i]`` is item i's query vector)."""
+    n_docs = index.ntotal
+    n = len(items)
+    need = needed(cfg.sample, cfg.k, cfg.pool)
+    cap = cfg.max_depth if cfg.max_depth else n_docs
+    pos_scores = positive_scores(qvecs, dvecs, items, rescorer)
+    lowest = [float(np.min(p)) for p in pos_scores]
+    depth = [max(1, min(int(cfg.depth), cap))] * n
+    rounds = [0] * n
+    results: list[Mined | None] = [None] * n
+
+    def want(i: int) -> int:
+        return min(n_docs, depth[i] + len(items[i].exclude))
+
+    pending = list(range(n))
+    while pending:
+        pending.sort(key=want)
+        later: list[int] = []
+        start = 0
+        while start < len(pending):
+            stop = start + 1
+            while stop < len(pending) and (stop - start + 1) * want(pending[stop]) <= cfg.max_cells:
+                stop += 1
+            chunk = pending[start:stop]
+            start = stop
+            scores, ids = index.search(qvecs[chunk], want(chunk[-1]))
+            for row, i in enumerate(chunk):
+                rounds[i] += 1
+                w = want(i)
+                done = _evaluate(items[i], ids[row, :w], scores[row, :w], w >= n_docs,
+                                 depth[i] >= cap, lowest[i], pos_scores[i][:len(items[i].positives)],
+                                 cfg, need, rescorer,
+                                 depth_used=w, rounds=rounds[i])
+                if done is None:
+                    depth[i] = min(cap, depth[i] * 2)
+                    later.append(i)
+                else:
+                    results[i] = done
+        pending = later
+    return results  # type: ignore[return-value]
+
+
+def _evaluate(item: MineItem, ids: np.ndarray, scores: np.ndarray, whole: bool, capped: bool,
+              lowest: float, pos_scores: np.ndarray, cfg: MineConfig, need: int, rescorer,
+              depth_used: int, rounds: int) -> Mined | None:
+    """The query's result from this window, or ``None`` when a deeper search could do better."""
+    method = cfg.method
+    found = ids >= 0
+    ranks = np.flatnonzero(found) + 1
+    ids, scores = ids[found], scores[found]
+    keep = ~np.isin(ids, item.exclude) if len(item.exclude) else np.ones(len(ids), bool)
+    cand, cscores, cranks = ids[keep], scores[keep].astype(np.float64), ranks[keep]
+    if rescorer is not None and len(cand):
+        cscores = rescorer.score(item.query, cand)
+        order = np.argsort(-cscores, kind="stable")
+        cand, cscores, cranks = cand[order], cscores[order], cranks[order]
+    codes = method.judge(cscores, lowest)
+    valid = np.flatnonzero(codes == VALID)
+    last_rank = method.last_useful_rank()
+    window_covered = last_rank is not None and len(cand) >= last_rank
+    below_floor = (rescorer is None and method.min_score is not None and len(scores) > 0
+                   and float(scores[-1]) < method.min_score)
+    if len(valid) < need and not (whole or capped or window_covered or below_floor):
+        return None
+    pick = valid[choose(cscores[valid], cfg.k, cfg.sample, cfg.pool, cfg.temperature,
+                        query_rng(cfg.seed, item.key) if cfg.sample != "top" else None)]
+    rejected = {name: int((codes == code).sum()) for code, name in CODE_NAMES.items()}
+    rejected["excluded"] = int((~keep).sum())
+    short = method.short_reason(cscores, lowest, cfg.k, whole) if len(pick) < cfg.k else None
+    return Mined(docs=cand[pick], scores=cscores[pick], ranks=cranks[pick],
+                 positive_scores=np.asarray(pos_scores, dtype=np.float64), lowest_positive=lowest,
+                 valid=int(len(valid)), depth=int(depth_used), rounds=rounds, rejected=rejected,
+                 short_reason=short)

@@ -1,0 +1,122 @@
+"""The mining report: counts, why queries came up short, false negatives, histograms.
+
+False negatives are measured against qrels the miner did not see (``--check-qrels``): the
+share of mined negatives that those qrels label relevant (relevance >= 1) for the same
+query id.  Only queries present in those qrels are counted.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from curate.mine.inputs import Corpus, MineItem
+
+SCORES_PNG = "mine_scores.png"
+GAP_PNG = "mine_gap.png"
+
+
+def _stats(values: Sequence[float]) -> dict[str, float] | None:
+    if not len(values):
+        return None
+    a = np.asarray(values, dtype=np.float64)
+    return {"mean": round(float(a.mean()), 4), "min": round(float(a.min()), 4),
+            "p25": round(float(np.percentile(a, 25)), 4), "median": round(float(np.median(a)), 4),
+            "p75": round(float(np.percentile(a, 75)), 4), "max": round(float(a.max()), 4)}
+
+
+def counts(k: int, n_negs: Sequence[int], short_reasons: Sequence[str | None], written: int) -> dict[str, Any]:
+    """Queries in/out, negatives per query, and why queries got fewer than k."""
+    hist = Counter(int(n) for n in n_negs)
+    reasons = Counter(r for r in short_reasons if r)
+    return {
+        "queries_in": len(n_negs),
+        "queries_out": written,
+        "negatives": int(sum(n_negs)),
+        "negatives_per_query": {"mean": round(float(np.mean(n_negs)), 3) if len(n_negs) else 0.0,
+                                "histogram": {str(n): hist[n] for n in sorted(hist)}},
+        "queries_short": sum(1 for n in n_negs if n < k),
+        "short_reasons": dict(reasons.most_common()),
+    }
+
+
+def false_negative_rate(items: Sequence[MineItem], negatives: Sequence[Sequence[int]], corpus: Corpus,
+                        qrels: dict[str, dict[str, int]], path: str | None = None,
+                        min_relevance: int = 1) -> dict[str, Any]:
+    """How many mined negatives the held-out qrels call relevant."""
+    checked_q = with_fn = negs = fns = 0
+    by_pos: dict[int, list[int]] = {}
+    missing = 0
+    for it, docs in zip(items, negatives):
+        rels = qrels.get(it.query_id) if it.query_id is not None else None
+        if rels is None:
+            missing += 1
+            continue
+        relevant = {d for d, s in rels.items() if s >= min_relevance}
+        checked_q += 1
+        hits = [any(i in relevant for i in corpus.ids[d]) for d in docs]
+        negs += len(hits)
+        fns += sum(hits)
+        with_fn += any(hits)
+        for j, h in enumerate(hits):
+            by_pos.setdefault(j + 1, []).append(int(h))
+    return {
+        "qrels": path,
+        "queries_checked": checked_q,
+        "queries_not_in_qrels": missing,
+        "negatives_checked": negs,
+        "false_negatives": fns,
+        "rate": round(fns / negs, 4) if negs else None,
+        "queries_with_a_false_negative": with_fn,
+        "rate_by_position": {str(p): round(float(np.mean(v)), 4) for p, v in sorted(by_pos.items())},
+    }
+
+
+def write_plots(out_dir: Path, lowest_pos: Sequence[float], neg_scores: Sequence[float],
+                gaps: Sequence[float], title: str) -> list[Path]:
+    """Histograms of the lowest positive score per query against the mined negatives' scores."""
+    if not len(lowest_pos):
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    paths = []
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    vals = list(lowest_pos) + list(neg_scores)
+    lo, hi = min(vals), max(vals)
+    bins = np.linspace(lo, hi, 41) if hi > lo else 20
+    ax.hist(lowest_pos, bins=bins, alpha=0.6, color="tab:green",
+            label=f"lowest positive per query (n={len(lowest_pos)})")
+    if len(neg_scores):
+        ax.hist(neg_scores, bins=bins, alpha=0.6, color="tab:red", label=f"mined negatives (n={len(neg_scores)})")
+    ax.set_xlabel("teacher score")
+    ax.set_ylabel("count")
+    ax.set_title(f"Mined scores: {title}")
+    ax.legend()
+    fig.tight_layout()
+    paths.append(out_dir / SCORES_PNG)
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+    if len(gaps):
+        fig, ax = plt.subplots(figsize=(7, 4))
+        ax.hist(gaps, bins=40, color="tab:blue", alpha=0.8)
+        ax.axvline(0.0, color="black", linewidth=1)
+        ax.set_xlabel("lowest positive score - negative score")
+        ax.set_ylabel("negatives")
+        ax.set_title(f"Positive minus negative ({sum(g <= 0 for g in gaps)} of {len(gaps)} at or below 0)")
+        fig.tight_layout()
+        paths.append(out_dir / GAP_PNG)
+        fig.savefig(paths[-1], dpi=110)
+        plt.close(fig)
+    return paths
+
+
+def score_summary(lowest_pos: Sequence[float], neg_scores: Sequence[float], gaps: Sequence[float]) -> dict:
+    return {"lowest_positive": _stats(lowest_pos), "negative": _stats(neg_scores), "gap": _stats(gaps)}
