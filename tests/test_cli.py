@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import run_curate
+from tests.helpers import assert_one_line_error, run_curate
 
 
 @pytest.mark.parametrize("command", [[], ["generate"], ["brainstorm"], ["serve"], ["filter"], ["convert"]])
@@ -14,58 +14,49 @@ def test_every_command_has_help(command):
     assert "Usage:" in proc.stdout
 
 
-def _one_line_error(proc, *needles):
-    assert proc.returncode != 0
-    assert "Traceback" not in proc.stderr + proc.stdout
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1, proc.stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-
-
 def test_bad_tasks_file_names_file_and_line(tmp_path):
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text('{"task": "Find recipes for a dish."}\n{"task": 42\n')
     proc = run_curate("generate", "--task", "short-long", "-n", "1", "--out", str(tmp_path / "o"),
                       "--tasks-file", str(tasks), "--base-url", "http://127.0.0.1:9/v1", "--model", "m")
-    _one_line_error(proc, "tasks.jsonl:2", "invalid JSON")
+    assert_one_line_error(proc, "tasks.jsonl:2", "invalid JSON")
     assert not (tmp_path / "o" / "generated.jsonl").exists()
 
 
 def test_unknown_family_lists_known_ones(tmp_path):
     proc = run_curate("generate", "--task", "nope", "--out", str(tmp_path))
-    _one_line_error(proc, "unknown task family 'nope'", "short-long")
+    assert_one_line_error(proc, "unknown task family 'nope'", "short-long")
 
 
 def test_missing_model_file_is_one_line(tmp_path):
     proc = run_curate("generate", "--task", "sts", "-n", "1", "--out", str(tmp_path),
                       "--model-path", str(tmp_path / "missing.gguf"))
-    _one_line_error(proc, "missing.gguf")
+    assert_one_line_error(proc, "missing.gguf")
 
 
 def test_base_url_needs_a_model_name(tmp_path):
     proc = run_curate("generate", "--task", "sts", "-n", "1", "--out", str(tmp_path),
                       "--base-url", "http://127.0.0.1:9/v1")
-    _one_line_error(proc, "--model is required")
+    assert_one_line_error(proc, "--model is required")
 
 
 def test_serve_without_vllm_or_gpu_says_so_in_one_line():
     proc = run_curate("serve", "--model", "Qwen/Qwen2.5-0.5B-Instruct")
-    _one_line_error(proc)
+    assert_one_line_error(proc)
     assert "vLLM" in proc.stderr or "GPU" in proc.stderr
 
 
 def test_bad_set_syntax(tmp_path):
     proc = run_curate("generate", "--task", "sts", "--out", str(tmp_path), "--set", "oops",
                       "--base-url", "http://127.0.0.1:9/v1", "--model", "m")
-    _one_line_error(proc, "NAME=VALUE")
+    assert_one_line_error(proc, "NAME=VALUE")
 
 
 def test_filter_bad_record_names_file_and_line(tmp_path):
     inp = tmp_path / "gen.jsonl"
     inp.write_text('{"id": "a", "task_type": "sts", "task": "t", "query": "q", "positive": "p"}\n{"id": "b"}\n')
     proc = run_curate("filter", "--in", str(inp), "--out", str(tmp_path / "o"))
-    _one_line_error(proc, "gen.jsonl:2", "lacks")
+    assert_one_line_error(proc, "gen.jsonl:2", "lacks")
     assert not (tmp_path / "o" / "filtered.jsonl").exists()
 
 
@@ -75,11 +66,11 @@ def test_filter_unknown_step_in_recipe_is_named(tmp_path):
     inp = tmp_path / "gen.jsonl"
     inp.write_text('{"id": "a", "task_type": "sts", "task": "t", "query": "q", "positive": "p"}\n')
     proc = run_curate("filter", "--in", str(inp), "--out", str(tmp_path / "o"), "--recipe", str(recipe))
-    _one_line_error(proc, "r.yaml", "step 2", "dedupe_magic")
+    assert_one_line_error(proc, "r.yaml", "step 2", "dedupe_magic")
 
 
 def test_filter_unknown_recipe_lists_shipped_ones(tmp_path):
     inp = tmp_path / "gen.jsonl"
     inp.write_text('{"id": "a", "task_type": "sts", "task": "t", "query": "q", "positive": "p"}\n')
     proc = run_curate("filter", "--in", str(inp), "--out", str(tmp_path / "o"), "--recipe", "nope")
-    _one_line_error(proc, "unknown recipe 'nope'", "default", "strict")
+    assert_one_line_error(proc, "unknown recipe 'nope'", "default", "strict")

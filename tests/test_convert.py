@@ -14,7 +14,7 @@ from curate.convert.readers import read_labeled, read_sts_pairs
 from curate.convert.sts import sts_pairs_to_records, to_ten
 from curate.errors import CurateError
 from curate.records import Record
-from tests.helpers import SHARED_DATA, read_jsonl, run_curate
+from tests.helpers import assert_one_line_error, SHARED_DATA, read_jsonl, run_curate
 
 NEWS = [
     ("The striker scored twice in the second half.", "sport"),
@@ -249,15 +249,6 @@ def test_sts_ceiling_drops_near_paraphrases(teacher):
 # ---------------------------------------------------------------------------- readers and the CLI
 
 
-def _one_line_error(proc, *needles):
-    assert proc.returncode != 0
-    assert "Traceback" not in proc.stderr + proc.stdout
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1, proc.stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-
-
 def test_readers_name_file_and_line(tmp_path):
     p = tmp_path / "lab.jsonl"
     p.write_text('{"text": "a", "label": "x"}\n\n{"text": "b"}\n')
@@ -311,19 +302,19 @@ def test_cli_convert_errors_are_one_line(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "a", "label": "x"}\n{"text": "b", "label": "y"\n')
     proc = run_curate("convert", "--kind", "clustering", "--in", str(bad), "--out", str(tmp_path / "o"))
-    _one_line_error(proc, "bad.jsonl:2", "invalid JSON")
+    assert_one_line_error(proc, "bad.jsonl:2", "invalid JSON")
     assert not (tmp_path / "o" / "converted.jsonl").exists()
 
     sts = tmp_path / "sts.jsonl"
     sts.write_text('{"sentence1": "a b", "sentence2": "c d", "score": 4.5}\n{"sentence1": "e", "score": 3}\n')
     proc = run_curate("convert", "--kind", "sts", "--in", str(sts), "--out", str(tmp_path / "o"))
-    _one_line_error(proc, "sts.jsonl:2", "sentence2")
+    assert_one_line_error(proc, "sts.jsonl:2", "sentence2")
 
     one = tmp_path / "one.jsonl"
     one.write_text('{"text": "a", "label": "x"}\n{"text": "b", "label": "x"}\n')
     proc = run_curate("convert", "--kind", "classification", "--in", str(one), "--out", str(tmp_path / "o"))
-    _one_line_error(proc, "two labels")
+    assert_one_line_error(proc, "two labels")
 
     proc = run_curate("convert", "--kind", "classification", "--in", str(one), "--out", str(tmp_path / "o"),
                       "--teacher", "--random-negatives")
-    _one_line_error(proc, "--teacher", "--random-negatives")
+    assert_one_line_error(proc, "--teacher", "--random-negatives")

@@ -17,7 +17,7 @@ import pytest
 from curate.records import Record
 from curate.taskspec import load_spec
 from tests.fake_llm_server import fake_llm_server
-from tests.helpers import REPO, SHARED_DATA, read_jsonl, run_curate
+from tests.helpers import assert_one_line_error, REPO, SHARED_DATA, read_jsonl, run_curate
 
 PAIRS = [
     # odd spacing and a trailing newline must survive verbatim
@@ -147,15 +147,6 @@ def test_beir_folder_gives_one_pair_per_relevant_document(tmp_path):
         _check_record(rec, data.queries[src["query_id"]], data.corpus[src["doc_id"]])
 
 
-def _one_line_error(proc, *needles):
-    assert proc.returncode != 0
-    assert "Traceback" not in proc.stderr + proc.stdout
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1, proc.stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-
-
 @pytest.mark.parametrize("line, needle", [
     ('{"query": "q", "positive": 3}', "a pair needs a string 'positive'"),
     ('{"query": "  ", "positive": "p"}', "'query' is empty"),
@@ -167,21 +158,21 @@ def test_bad_pairs_line_is_one_line_naming_file_and_line(tmp_path, line, needle)
     pairs.write_text(json.dumps(PAIRS[0]) + "\n" + line + "\n")
     proc = run_curate("generate", "--from-pairs", str(pairs), "--out", str(tmp_path / "o"),
                       "--base-url", "http://127.0.0.1:9/v1", "--model", "m")
-    _one_line_error(proc, "pairs.jsonl:2", needle)
+    assert_one_line_error(proc, "pairs.jsonl:2", needle)
     assert not (tmp_path / "o" / "generated.jsonl").exists()
 
 
 def test_from_pairs_family_needs_pairs_and_pairs_need_such_a_family(tmp_path):
     proc = run_curate("generate", "--task", "from-pairs", "--out", str(tmp_path / "o"),
                       "--base-url", "http://127.0.0.1:9/v1", "--model", "m")
-    _one_line_error(proc, "from-pairs", "--from-pairs")
+    assert_one_line_error(proc, "from-pairs", "--from-pairs")
     pairs = _write(tmp_path / "pairs.jsonl", PAIRS)
     proc = run_curate("generate", "--task", "sts", "--from-pairs", str(pairs), "--out", str(tmp_path / "o"),
                       "--base-url", "http://127.0.0.1:9/v1", "--model", "m")
-    _one_line_error(proc, "--from-pairs", "sts")
+    assert_one_line_error(proc, "--from-pairs", "sts")
     proc = run_curate("generate", "--from-pairs", str(SHARED_DATA / "scifact"), "--split", "dev",
                       "--out", str(tmp_path / "o"), "--base-url", "http://127.0.0.1:9/v1", "--model", "m")
-    _one_line_error(proc, "split 'dev'", "test", "train")
+    assert_one_line_error(proc, "split 'dev'", "test", "train")
 
 
 def test_task_all_leaves_out_families_that_need_pairs():
