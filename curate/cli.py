@@ -166,7 +166,7 @@ def generate(task_names, n, out, per_task, tasks_file, overrides, max_chars, ret
         raise CurateError(f"{tasks_file}: no tasks")
     pairs = None
     if pairs_path:
-        from curate.generate.from_pairs import FAMILY, generate_from_pairs, read_pairs
+        from curate.generate.from_pairs import FAMILY, pair_items, read_pairs
 
         task_names = task_names or (FAMILY,)
         if len(task_names) > 1 or "all" in task_names:
@@ -179,8 +179,9 @@ def generate(task_names, n, out, per_task, tasks_file, overrides, max_chars, ret
         if pairs is not None:
             tasks = load_tasks(Path(tasks_file), spec.family) if given else fixed_tasks(spec)
             stats.extra["tasks_used"] = len(tasks)
-            await generate_from_pairs(spec, pairs, tasks, client, Path(out), kw["seed"], stats, pins,
-                                      kw["prompts_dirs"], retry_failed, progress, max_chars, limit=n)
+            items = pair_items(spec, pairs, tasks, kw["seed"], stats, pins, max_chars, limit=n)
+            await run_generate(spec, [], len(items), client, Path(out), kw["seed"], stats, pins,
+                               kw["prompts_dirs"], retry_failed, progress, max_chars, items=items)
             return
         if given:
             tasks = load_tasks(Path(tasks_file), spec.family)

@@ -110,6 +110,16 @@ class Verdict:
     error: str | None = None
 
 
+def _named(judges, verdicts) -> dict[str, str]:
+    """Each judge's verdict by name ("error" where it failed)."""
+    return {j.name: (v.verdict if v.error is None else "error") for j, v in zip(judges, verdicts)}
+
+
+def _failed(judges, verdicts) -> dict[str, str]:
+    """The error of each judge that failed, by name."""
+    return {j.name: v.error for j, v in zip(judges, verdicts) if v.error is not None}
+
+
 def _merge(step: str, defaults: dict[str, Any], params: dict[str, Any] | None) -> dict[str, Any]:
     p = merge_params(step, defaults, params)
     if p["on_error"] not in ("drop", "keep"):
@@ -231,10 +241,10 @@ async def judge_refute(records: list[Record], params: dict[str, Any], ctx: Filte
             kept.append(rec)
             continue
         verdicts = results[i]
-        by_judge = {j.name: (v.verdict if v.error is None else "error") for j, v in zip(judges, verdicts)}
+        by_judge = _named(judges, verdicts)
         tally.update(by_judge.values())
         _judges_scores(rec)["refute"] = by_judge
-        failed = {j.name: v.error for j, v in zip(judges, verdicts) if v.error is not None}
+        failed = _failed(judges, verdicts)
         errors += bool(failed)
         if any(v.verdict in drop_on for v in verdicts if v.error is None):
             reasons = {j.name: v.reason for j, v in zip(judges, verdicts) if v.verdict in drop_on}
@@ -299,10 +309,10 @@ async def judge_answerable(records: list[Record], params: dict[str, Any], ctx: F
             results[i] = res
 
     def named(verdicts: list[Verdict]) -> dict[str, str]:
-        return {j.name: (v.verdict if v.error is None else "error") for j, v in zip(judges, verdicts)}
+        return _named(judges, verdicts)
 
     def failed(verdicts: list[Verdict]) -> dict[str, str]:
-        return {j.name: v.error for j, v in zip(judges, verdicts) if v.error is not None}
+        return _failed(judges, verdicts)
 
     kept: list[Record] = []
     tally: Counter[str] = Counter()

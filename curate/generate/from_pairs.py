@@ -21,12 +21,11 @@ from typing import Any
 
 from curate.errors import CurateError
 from curate.jsonl import read_jsonl
-from curate.llm.client import LLMClient
 from curate.progress import RunStats
 from curate.records import Task, stable_id
 from curate.taskspec import TaskSpec
 
-from curate.generate.examples import Item, generate, make_item, pinned_parts
+from curate.generate.examples import Item, make_item, pinned_parts
 
 FAMILY = "from-pairs"
 
@@ -124,22 +123,10 @@ def plan_pair_items(spec: TaskSpec, pairs: Sequence[Pair], tasks: Sequence[Task]
     return items, duplicates
 
 
-async def generate_from_pairs(
-    spec: TaskSpec,
-    pairs: Sequence[Pair],
-    tasks: Sequence[Task],
-    client: LLMClient,
-    out_dir: Path,
-    seed: int,
-    stats: RunStats,
-    overrides: dict[str, Any] | None = None,
-    prompt_dirs: Sequence[str | Path] = (),
-    retry_failed: bool = False,
-    progress=None,
-    max_chars: int | None = None,
-    limit: int | None = None,
-) -> RunStats:
-    """Ask for graded negatives for every pair (the ``generate`` loop, with given query/positive)."""
+def pair_items(spec: TaskSpec, pairs: Sequence[Pair], tasks: Sequence[Task], seed: int, stats: RunStats,
+               overrides: dict[str, Any] | None = None, max_chars: int | None = None,
+               limit: int | None = None) -> list[Item]:
+    """The items ``generate`` runs for ``--from-pairs`` (its loop, with given query/positive)."""
     missing = [k for k in ("query", "positive") if k not in spec.inputs]
     if missing:
         raise CurateError(f"--from-pairs needs a spec whose 'inputs' list query and positive "
@@ -147,5 +134,4 @@ async def generate_from_pairs(
     items, duplicates = plan_pair_items(spec, pairs, tasks, seed, overrides, max_chars, limit)
     stats.extra["pairs"] = len(pairs)
     stats.extra["duplicate_pairs"] = duplicates
-    return await generate(spec, [], len(items), client, out_dir, seed, stats, overrides, prompt_dirs,
-                          retry_failed, progress, max_chars, items=items)
+    return items
