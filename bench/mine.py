@@ -29,9 +29,13 @@
    2 cores, so the default is ``--scale-index ivf``; ``--scale-nlist`` sets its list count
    (SearchIndex's automatic nlist is 4*sqrt(n) = 4,000 at 1M, whose k-means training over
    1M training points would itself cost about twice an exact search: see the results).
-   Wall time per phase and peak RSS (VmHWM) — target < 4 GB.
+   Wall time per phase and peak RSS (VmHWM) — target < 4 GB.  The index holds 8-bit codes
+   and rescores its candidates against the one float32 matrix, so afterwards the worker
+   also checks, on ``--recall-queries`` queries, the share of the exact top-``depth`` that
+   the index returned and that its scores are the exact inner products.
 
-Prints a table and writes bench/results/mine.json.
+Prints a table and merges this run's parts into bench/results/mine.json (``scale`` for the
+IVF run, ``scale_<index>`` for another index; parts not run are kept from the file).
 """
 
 from __future__ import annotations
@@ -51,6 +55,8 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from mine_scifact import Phase  # noqa: E402  (wall / cpu / other processes' load)
+
+from curate.jsonl import atomic_write_json  # noqa: E402
 
 NFCORPUS = REPO.parent / "shared" / "data" / "nfcorpus"
 METHODS = [
@@ -191,7 +197,7 @@ def scale_worker(args) -> dict:
     res: dict = {"queries": args.scale_queries, "documents": args.scale_docs, "dim": 384, "k": K,
                  "index": args.scale_index, "method": "percpos 0.95", "depth": 100}
     rng = np.random.default_rng(args.seed)
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     dvecs = np.empty((args.scale_docs, 384), dtype=np.float32)
     for s in range(0, args.scale_docs, 100_000):
         block = rng.standard_normal((min(100_000, args.scale_docs - s), 384), dtype=np.float32)
@@ -205,19 +211,22 @@ def scale_worker(args) -> dict:
     items = [MineItem(key=str(i), query=f"q{i}", positives=[int(p)], record_id=str(i),
                       exclude=np.array([p], dtype=np.int64)) for i, p in enumerate(pos)]
     res["generate_s"] = round(time.perf_counter() - t, 2)
+    res["generate_cpu_s"] = round(time.process_time() - c, 2)
     res["rss_after_data_mb"] = round(_vm_hwm_mb())
 
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     kw = {"nlist": args.scale_nlist} if args.scale_index == "ivf" and args.scale_nlist else {}
     index = SearchIndex(dvecs, args.scale_index, **kw)
     res["index_build_s"] = round(time.perf_counter() - t, 2)
+    res["index_build_cpu_s"] = round(time.process_time() - c, 2)
     res["index_info"] = index.describe()
     res["rss_after_index_mb"] = round(_vm_hwm_mb())
 
     cfg = MineConfig(method=Method.make("percpos", 0.95), k=K)
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     mined = mine(qvecs, dvecs, index, items, cfg)
     res["mine_s"] = round(time.perf_counter() - t, 2)
+    res["mine_cpu_s"] = round(time.process_time() - c, 2)  # comparable when other work shares the cores
     n = np.array([len(m.docs) for m in mined])
     res["queries_with_k"] = int((n >= K).sum())
     res["mean_negatives"] = round(float(n.mean()), 3)
@@ -230,13 +239,31 @@ def scale_worker(args) -> dict:
     res["peak_rss_mb"] = round(_vm_hwm_mb())
     res["ru_maxrss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     res["target_rss_under_4gb"] = "PASS" if res["peak_rss_mb"] < 4096 else "FAIL"
+    res.update(search_quality(index, qvecs[:args.recall_queries], dvecs, cfg.depth + 1))
     return res
+
+
+def search_quality(index, q, dvecs, depth: int) -> dict:
+    """Recall of the index's top ``depth`` against exact search, and its scores' error."""
+    import faiss
+    import numpy as np
+
+    if len(q) == 0:
+        return {}
+    _, exact = faiss.knn(q, dvecs, depth, faiss.METRIC_INNER_PRODUCT)
+    scores, ids = index.search(q, depth)
+    recall = np.mean([len(set(a.tolist()) & set(b.tolist())) / depth for a, b in zip(ids, exact)])
+    true = np.einsum("qkd,qd->qk", dvecs[np.maximum(ids, 0)], q)
+    err = float(np.abs(np.where(ids >= 0, scores - true, 0)).max())
+    return {"recall_check": {"queries": len(q), "depth": depth, "recall_vs_exact": round(float(recall), 4),
+                             "max_score_error": err}}
 
 
 def scale(args) -> dict:
     cmd = [sys.executable, __file__, "--scale-worker", "--scale-queries", str(args.scale_queries),
            "--scale-docs", str(args.scale_docs), "--scale-index", args.scale_index,
-           "--scale-nlist", str(args.scale_nlist), "--seed", str(args.seed)]
+           "--scale-nlist", str(args.scale_nlist), "--seed", str(args.seed),
+           "--recall-queries", str(args.recall_queries)]
     with Phase() as ph:
         p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
@@ -277,15 +304,17 @@ def table(results: dict) -> None:
         v = results["target"]
         print(f"target: percpos cuts naive FN by {v['fn_cut_vs_naive']:.1%} (>= 60%), {v['percpos_queries_with_k']} "
               f"queries with 4 vs st relative_margin {v['st_relative_margin_queries_with_k']}: {v['result']}")
-    sc = results.get("scale")
-    if sc:
+    for key in sorted(k for k in results if k.startswith("scale")):
+        sc = results[key]
         if "error" in sc:
-            print("\nscale: ERROR\n" + sc["error"])
+            print(f"\n{key}: ERROR\n" + sc["error"])
         else:
-            print(f"\nscale: {sc['queries']:,} queries x {sc['documents']:,} docs, {sc['index_info']}, k={K}: "
+            rc = sc.get("recall_check", {})
+            print(f"\n{key}: {sc['queries']:,} queries x {sc['documents']:,} docs, {sc['index_info']}, k={K}: "
                   f"generate {sc['generate_s']}s, index {sc['index_build_s']}s, mine {sc['mine_s']}s "
                   f"(wall {sc['wall_s']}s); peak RSS {sc['peak_rss_mb']} MB ({sc['target_rss_under_4gb']} < 4 GB); "
-                  f"{sc['queries_with_k']} queries with 4, {sc['queries_searched_deeper']} searched deeper")
+                  f"{sc['queries_with_k']} queries with 4, {sc['queries_searched_deeper']} searched deeper; "
+                  f"recall@{rc.get('depth')} vs exact {rc.get('recall_vs_exact')} on {rc.get('queries')} queries")
 
 
 def main() -> None:
@@ -300,6 +329,7 @@ def main() -> None:
     ap.add_argument("--scale-docs", type=int, default=1_000_000)
     ap.add_argument("--scale-index", default="ivf", choices=["flat", "ivf", "hnsw"])
     ap.add_argument("--scale-nlist", type=int, default=1024, help="IVF lists (0: SearchIndex's automatic 4*sqrt(n))")
+    ap.add_argument("--recall-queries", type=int, default=200, help="scale: queries checked against exact search")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--scale-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--out", default=str(REPO / "bench" / "results" / "mine.json"))
@@ -308,16 +338,19 @@ def main() -> None:
         print(json.dumps(scale_worker(args)))
         return
 
-    results: dict = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}
+    out = Path(args.out)
+    results: dict = json.loads(out.read_text()) if out.exists() else {}  # parts not run this time are kept
+    results["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version()}
     tmp = Path(tempfile.mkdtemp(prefix="mine-bench-"))
     if not args.skip_scale:  # first, before the model is loaded (its own process anyway)
-        results["scale"] = scale(args)
-        print("scale:", results["scale"], flush=True)
+        key = "scale" if args.scale_index == "ivf" else f"scale_{args.scale_index}"
+        results[key] = scale(args)
+        print(f"{key}:", results[key], flush=True)
     if not args.skip_nfcorpus:
         results["nfcorpus"] = nfcorpus(args, tmp)
         results["target"] = verdict(results["nfcorpus"])
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out, results)
     table(results)
 
 

@@ -429,6 +429,13 @@ def serve(model, port, max_num_seqs, tp, max_model_len, start_timeout, vllm_args
     run_serve(model, port, max_num_seqs, tp, max_model_len, tuple(vllm_args), start_timeout)
 
 
+from curate.evaluate.command import eval_command  # noqa: E402  (each stage's command lives with it)
+from curate.export.command import export  # noqa: E402
+
+cli.add_command(export)
+cli.add_command(eval_command)
+
+
 def main() -> None:
     """Entry point: user errors become one line on stderr, never a traceback."""
     try:

@@ -45,6 +45,11 @@ def load_template(name: str, extra_dirs: Sequence[str | Path] = ()) -> jinja2.Te
         raise CurateError(f"{e.filename or name}:{e.lineno}: template syntax error: {e.message}") from None
 
 
+def template_from_string(source: str) -> jinja2.Template:
+    """A template from text (e.g. an instruction a user passed on the command line), sandboxed."""
+    return _environment(search_path()).from_string(source)
+
+
 def template_hash(template: jinja2.Template) -> str:
     """Hash of the template source, recorded in every record's meta for provenance."""
     source = Path(template.filename).read_bytes() if template.filename else b""

@@ -1,0 +1,56 @@
+"""Turn a placed record into the ``ExportRow`` the writers lay out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from curate.export.inputs import Item
+from curate.export.instructions import Instruction, is_symmetric
+from curate.export.rows import ExportRow
+
+
+def _mined_ids(item: Item) -> list[str | None]:
+    """Corpus id of each negative: mined negatives in order line up with ``meta.mine.doc_ids``
+    (when a later stage pruned some, the two no longer line up and no ids are given)."""
+    negs = item.record.negatives
+    doc_ids = ((item.record.meta or {}).get("mine") or {}).get("doc_ids") or []
+    mined = [k for k, n in enumerate(negs) if n.source == "mined"]
+    out: list[str | None] = [None] * len(negs)
+    if len(mined) == len(doc_ids):
+        for k, d in zip(mined, doc_ids):
+            out[k] = str(d)
+    return out
+
+
+def _positive_score(item: Item) -> float | None:
+    teacher = (item.record.scores or {}).get("teacher")
+    if not isinstance(teacher, dict):
+        return None
+    per_positive = teacher.get("positives")
+    value = per_positive[0] if isinstance(per_positive, list) and per_positive else teacher.get("positive")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def build_row(item: Item, split: str, chosen: Sequence[int], levels: Sequence[int], phase: int | None,
+              batch: int, instruction: Instruction, extra_meta: dict[str, Any] | None = None) -> ExportRow:
+    rec = item.record
+    symmetric = is_symmetric(rec)
+
+    def doc(text: str) -> str:
+        return instruction.apply(rec.task, text) if symmetric else text
+
+    ids = _mined_ids(item)
+    positive_ids = (rec.meta or {}).get("positive_ids") or []
+    meta = dict(rec.meta or {})
+    meta["export"] = {"input": item.source, **({"dataset": item.dataset} if item.dataset else {}),
+                      **(extra_meta or {})}
+    return ExportRow(
+        record_id=rec.id, split=split, task_type=rec.task_type, task=rec.task, query=rec.query,
+        query_text=instruction.apply(rec.task, rec.query), positive=doc(rec.positive),
+        negatives=[doc(rec.negatives[k].text) for k in chosen], instruction=instruction.prefix(rec.task),
+        symmetric=symmetric, positive_score=_positive_score(item),
+        negative_scores=[rec.negatives[k].teacher_score for k in chosen], levels=[levels[k] for k in chosen],
+        phase=phase, batch=batch, positive_id=str(positive_ids[0]) if positive_ids else None,
+        negative_ids=[ids[k] for k in chosen], meta=meta,
+    )

@@ -1,0 +1,143 @@
+"""Which negatives each training row carries, and in which phase it is trained.
+
+Arms (MGH's ablation, Section 4.1 of "Negative Matters"):
+
+* ``mgh``: four equal, consecutive phases whose rows carry level 4, 3, 2, 1 negatives
+  (easy to hard); ``reverse``: 1, 2, 3, 4.
+* ``random``: one phase; every row draws its level at random (seeded).
+* ``fixed:N``: one phase, level N throughout.
+* ``none``: one phase; each row carries all of its record's negatives, hardest first.
+
+How records enter the phases: every record is trained once (one epoch, as in MGH where each
+level feeds 25% of the steps), and each phase holds a whole number of batches (as equal as
+batches allow; only the last one ends on a partial batch). Records are shuffled with each task
+spread evenly (seeded), then dealt by the levels they have: a record whose negatives sit at
+few levels (typical of mined data, where a hard query's negatives all land in the hardest
+bins) goes first, to a phase that wants one of its levels, the emptiest such phase; records
+that have every level (MGH's LLM negatives) fill what is left in shuffled order.  So a
+phase's rows really carry its level instead of a stand-in, and easy records train early.  A
+row takes its phase's level: ``negatives_per_row`` negatives of that level, or, where the
+record has none left to give, of the nearest levels (ties go to the easier level).  Each such
+substitution is counted for the card.
+
+Dev rows (``split="dev"``) have no phase and carry the hardest negatives, the end point of
+every curriculum, with the same count per row as training rows.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from curate.errors import CurateError
+from curate.export.inputs import Item
+
+ARMS = ("none", "mgh", "reverse", "random", "fixed:N")
+
+
+@dataclass(frozen=True)
+class Curriculum:
+    name: str  # none, mgh, reverse, random, fixed
+    level: int | None = None  # fixed:N
+
+    @property
+    def phase_levels(self) -> list[int | None]:
+        """The level each phase targets, in training order (None: per row or all negatives)."""
+        if self.name == "mgh":
+            return [4, 3, 2, 1]
+        if self.name == "reverse":
+            return [1, 2, 3, 4]
+        return [self.level] if self.name == "fixed" else [None]
+
+    @property
+    def phased(self) -> bool:
+        return self.name in ("mgh", "reverse")
+
+    def __str__(self) -> str:
+        return f"fixed:{self.level}" if self.name == "fixed" else self.name
+
+
+def parse_curriculum(text: str) -> Curriculum:
+    value = text.strip().lower()
+    if value in ("none", "mgh", "reverse", "random"):
+        return Curriculum(value)
+    if value.startswith("fixed:") and value[6:] in ("1", "2", "3", "4"):
+        return Curriculum("fixed", int(value[6:]))
+    raise CurateError(f"--curriculum {text!r}: choose none, mgh, reverse, random or fixed:N with N in 1..4")
+
+
+def phase_sizes(n: int, phases: int, batch_size: int) -> list[int]:
+    """Rows per phase: whole batches spread as evenly as possible, the partial batch last."""
+    batches = -(-n // batch_size)
+    counts = [(p + 1) * batches // phases - p * batches // phases for p in range(phases)]
+    sizes = [c * batch_size for c in counts]
+    last = max((p for p in range(phases) if counts[p]), default=phases - 1)
+    sizes[last] -= batches * batch_size - n
+    return sizes
+
+
+def deal(items: Sequence[Item], curriculum: Curriculum, batch_size: int, seed: int,
+         levels: Callable[[Item], Sequence[int]] | None = None) -> list[list[Item]]:
+    """Records shuffled (tasks spread evenly) and cut into the curriculum's phases; with
+    ``levels`` (the levels of an item's negatives) a phased curriculum deals by level."""
+    from curate.export.batching import spread
+
+    ordered = spread(items, random.Random(f"{seed}:deal"))
+    sizes = phase_sizes(len(ordered), len(curriculum.phase_levels), batch_size)
+    if levels is None or not curriculum.phased:
+        out, start = [], 0
+        for size in sizes:
+            out.append(ordered[start : start + size])
+            start += size
+        return out
+    return _deal_by_level(ordered, curriculum.phase_levels, sizes, levels)
+
+
+def _deal_by_level(ordered: Sequence[Item], targets: Sequence[int | None], sizes: Sequence[int],
+                   levels: Callable[[Item], Sequence[int]]) -> list[list[Item]]:
+    """Greedy matching of records to phases: fewest level choices first, each to the emptiest
+    phase that wants a level it has; the rest fill the remaining room, nearest level first."""
+    room = list(sizes)
+    slot: dict[int, int] = {}  # position in ``ordered`` -> phase
+    have = [set(levels(it)) for it in ordered]
+    by_choice = sorted(range(len(ordered)), key=lambda i: (len(have[i]) or 5, i))
+    left = []
+    for i in by_choice:
+        fits = [p for p, lv in enumerate(targets) if lv in have[i] and room[p] > 0]
+        if fits and len(have[i]) < len(targets):
+            p = max(fits, key=lambda q: (room[q] / max(sizes[q], 1), -q))
+            slot[i], room[p] = p, room[p] - 1
+        else:
+            left.append(i)
+    for i in sorted(left):  # every level (or none): keep the shuffled order, nearest level first
+        near = sorted((p for p in range(len(targets)) if room[p] > 0),
+                      key=lambda p: (min((abs(lv - targets[p]) for lv in have[i]), default=0), p))
+        slot[i], room[near[0]] = near[0], room[near[0]] - 1
+    phases: list[list[Item]] = [[] for _ in targets]
+    for i, it in enumerate(ordered):
+        phases[slot[i]].append(it)
+    return phases
+
+
+def pick(levels: Sequence[int], target: int | None, n: int | None) -> list[int]:
+    """Indices of the negatives a row carries: the n nearest ``target`` (all, hardest first, without one)."""
+    if target is None:
+        order = sorted(range(len(levels)), key=lambda k: (levels[k], k))
+        return order if n is None else order[:n]
+    order = sorted(range(len(levels)), key=lambda k: (abs(levels[k] - target), -levels[k], k))
+    chosen = order[: n or 1]
+    return sorted(chosen, key=lambda k: (levels[k], k))
+
+
+class Targets:
+    """The level each training row aims at: its phase's, or a seeded draw for ``random``."""
+
+    def __init__(self, curriculum: Curriculum, seed: int):
+        self.curriculum = curriculum
+        self._rng = random.Random(f"{seed}:random-levels")
+
+    def __call__(self, phase: int) -> int | None:
+        if self.curriculum.name == "random":
+            return self._rng.randint(1, 4)
+        return self.curriculum.phase_levels[phase]

@@ -1,0 +1,29 @@
+"""The layouts ``curate export`` writes: name -> writer(rows, out_dir, card) -> files written.
+
+Every writer keeps the rows' order, writes UTF-8, and puts each file in place by renaming a
+finished temporary file, so the same rows give the same bytes and no file is ever half there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from curate.export.formats.beir import write_beir
+from curate.export.formats.flagembedding import write_flagembedding
+from curate.export.formats.hf import write_hf
+from curate.export.formats.nemo import write_nemo
+from curate.export.formats.st import write_st
+from curate.export.formats.tevatron import write_tevatron
+from curate.export.rows import ExportRow
+
+Writer = Callable[[list[ExportRow], Path, dict], list[Path]]
+
+WRITERS: dict[str, Writer] = {
+    "hf": write_hf,
+    "sentence-transformers": write_st,
+    "flagembedding": write_flagembedding,
+    "tevatron": write_tevatron,
+    "nemo": write_nemo,
+    "beir": write_beir,
+}

@@ -1,0 +1,44 @@
+"""``beir``: a BEIR folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``).
+
+For evaluating on the held-out split with any BEIR/MTEB-style tool, or for trainers that read
+qrels. Texts are bare (no instruction; ``queries.jsonl`` keeps it in an ``instruction``
+field), documents are deduplicated by text, and a document keeps its corpus id when the row
+has one (``positive_id``/``negative_ids``; for mined rows the extra positives in
+``meta["positives"]`` with ``meta["positive_ids"]``), else a stable hash of its text.
+Qrels list positives only, relevance 1; negatives are in the corpus as distractors.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from curate.export.formats.common import atomic_path, doc_ids, extra_positives, id_tables, query_id, split_indices
+from curate.export.rows import ExportRow
+from curate.jsonl import atomic_write_jsonl
+
+
+def write_beir(rows: list[ExportRow], out_dir: Path, card: dict) -> list[Path]:
+    out_dir = Path(out_dir)
+    docs, queries = id_tables(rows)
+    query_info: dict[str, dict] = {}
+    qrels: dict[str, dict[tuple[str, str], None]] = {}
+    for split, idx in split_indices(rows).items():
+        pairs = qrels.setdefault(split, {})
+        for i in idx:
+            row = rows[i]
+            qid = query_id(row, queries)
+            query_info.setdefault(qid, {"task_type": row.task_type, "instruction": row.instruction})
+            pos, _ = doc_ids(row, docs)
+            pairs[(qid, pos)] = None
+            for text, given in extra_positives(row):
+                pairs[(qid, docs.assign(text, given))] = None
+    written = [out_dir / "corpus.jsonl", out_dir / "queries.jsonl"]
+    atomic_write_jsonl(written[0], ({"_id": d, "title": "", "text": t} for d, t in docs.items()))
+    atomic_write_jsonl(written[1], ({"_id": q, "text": t, **query_info[q]} for q, t in queries.items()))
+    for split, pairs in qrels.items():
+        path = out_dir / "qrels" / f"{split}.tsv"
+        with atomic_path(path) as tmp:
+            tmp.write_text("query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t1\n" for q, d in pairs),
+                           encoding="utf-8")
+        written.append(path)
+    return written

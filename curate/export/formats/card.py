@@ -1,0 +1,88 @@
+"""The dataset card (README.md) of a Parquet export: YAML the loader reads, then text people read.
+
+The YAML front matter names each split's files (``configs``) and the column types
+(``dataset_info``), so ``datasets.load_dataset(folder)`` reads exactly these files in this
+order. The text renders every entry of the export's card dict (counts, sources, filters,
+parameters, ...) whatever its nesting, so a new entry needs no change here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import yaml
+
+from curate.export.formats.common import atomic_path
+from curate.export.formats.parquet import yaml_features
+
+
+def write_card(out_dir: Path, card: dict, files: dict[str, list[str]], tables: dict[str, pa.Table],
+               columns: dict[str, str], usage: str, notes: list[str] = ()) -> Path:
+    """Write ``out_dir/README.md``; ``columns`` explains each column, ``usage`` is a how-to section."""
+    schema = next(iter(tables.values())).schema
+    front = {
+        "pretty_name": card.get("title") or "curate export",
+        "tags": ["curate", "text-embeddings"],
+        "configs": [{"config_name": "default",
+                     "data_files": [{"split": s, "path": paths} for s, paths in files.items()]}],
+        "dataset_info": {"features": yaml_features(schema),
+                         "splits": [{"name": s, "num_bytes": t.nbytes, "num_examples": t.num_rows}
+                                    for s, t in tables.items()]},
+    }
+    parts = ["---", yaml.safe_dump(front, sort_keys=False, allow_unicode=True, width=1000).rstrip(), "---", "",
+             f"# {card.get('title') or 'curate export'}", "",
+             "Made by `curate export`. Rows are stored in training order: the order in the files is the "
+             "order a trainer should read them, batch by batch.", ""]
+    parts += _section("Rows per split", _kv_table({s: t.num_rows for s, t in tables.items()}))
+    for key, value in card.items():  # counts, sources, filters, parameters, and whatever else it holds
+        if key != "title" and value not in (None, "", [], {}):
+            parts += _section(key.replace("_", " ").capitalize(), _render(value))
+    parts += _section("Columns", _kv_table(columns, ("column", "meaning")))
+    if notes:
+        parts += _section("Notes", "\n".join(f"- {n}" for n in notes))
+    parts += _section("Training in file order", usage.strip())
+    path = out_dir / "README.md"
+    with atomic_path(path) as tmp:
+        tmp.write_text("\n".join(parts).rstrip() + "\n", encoding="utf-8")
+    return path
+
+
+def _section(title: str, body: str) -> list[str]:
+    return [f"## {title}", "", body, ""]
+
+
+def _render(value: Any) -> str:
+    """Markdown for a card entry: a dict's plain values form one table and each nested value
+    a titled part; a list of dicts is a table with a row each; anything else compact JSON."""
+    if isinstance(value, dict):
+        plain = {k: v for k, v in value.items() if _plain(v)}
+        parts = [_kv_table(plain)] if plain else []
+        parts += [f"**{k}**\n\n{_render(v)}" for k, v in value.items() if k not in plain]
+        return "\n\n".join(parts)
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        keys = list(dict.fromkeys(k for v in value for k in v))
+        lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+        lines += ["| " + " | ".join(_cell(v.get(k, "")) for k in keys) + " |" for v in value]
+        return "\n".join(lines)
+    if isinstance(value, list):
+        return "\n".join(f"- {_cell(v)}" for v in value)
+    return _cell(value)
+
+
+def _plain(v: Any) -> bool:
+    return v is None or isinstance(v, (str, int, float, bool)) or (
+        isinstance(v, list) and all(isinstance(x, (str, int, float, bool)) for x in v))
+
+
+def _kv_table(d: dict, head: tuple[str, str] = ("", "value")) -> str:
+    lines = [f"| {head[0]} | {head[1]} |", "|---|---|"]
+    lines += [f"| {_cell(k)} | {_cell(v)} |" for k, v in d.items()]
+    return "\n".join(lines)
+
+
+def _cell(v: Any) -> str:
+    text = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, sort_keys=True, default=str)
+    return text.replace("|", "\\|").replace("\n", " ")

@@ -1,0 +1,252 @@
+"""``curate export``: records in, one training-ordered row list out, written in every format asked.
+
+Order of work: read inputs (first copy of a record id wins) -> decontaminate against
+evaluation sets -> levels for every negative -> dev split -> curriculum phases -> batches ->
+rows -> format writers. Everything is written into a temporary folder beside ``--out`` that
+is renamed into place at the end, so a crashed run leaves the previous export (or nothing),
+never half of one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from curate.errors import CurateError
+from curate.export.batching import LAYOUTS, TASK_ORDERS, BatchOptions, Placed, schedule, task_rank
+from curate.export.build import build_row
+from curate.export.curriculum import Curriculum, Targets, deal, parse_curriculum, pick
+from curate.export.decontaminate import decontaminate
+from curate.export.inputs import load_inputs
+from curate.export.instructions import Instruction
+from curate.export.levels import GAP_BINS, assign_levels
+from curate.export.rows import ExportRow
+from curate.export.splits import split_dev
+from curate.jsonl import atomic_write_json, atomic_write_jsonl
+
+REPORT = "export_report.json"
+DECONTAMINATED = "decontaminated.jsonl"
+
+
+@dataclass
+class ExportOptions:
+    inputs: tuple[str, ...]
+    out: str
+    formats: tuple[str, ...] = ("sentence-transformers",)
+    curriculum: str = "mgh"
+    negatives_per_row: int | None = None  # default: 1 with a level curriculum, all with none
+    gap_levels: str = "export"  # mined negatives' levels: gap quartiles over the export, or ranks per record
+    batch_size: int = 32
+    batch_layout: str = "homogeneous"
+    task_order: str = "random"
+    mixed_tail: int = 0
+    instruction: str = "e5"
+    dev_fraction: float = 0.05
+    decontaminate: tuple[str, ...] = ()
+    decontaminate_threshold: float = 0.8
+    decontaminate_ngram: int = 1
+    seed: int = 0
+
+
+def _writers() -> dict[str, Callable]:
+    try:
+        from curate.export.formats import WRITERS
+    except ImportError as e:
+        raise CurateError(f"export formats are not available in this installation ({e})") from None
+    return WRITERS
+
+
+def _check(opts: ExportOptions, writers: dict[str, Callable]) -> tuple[Curriculum, list[str], Instruction]:
+    """Every option checked before any input is read, each failure one line."""
+    if not opts.inputs:
+        raise CurateError("give at least one --in FILE")
+    for p in opts.inputs:
+        if not Path(p).is_file():
+            raise CurateError(f"{p}: no such file")
+    for d in opts.decontaminate:
+        folder = d if Path(d).is_dir() or ":" not in d else d.rpartition(":")[0]
+        if not (Path(folder) / "corpus.jsonl").is_file():
+            raise CurateError(f"{folder}: not a BEIR folder (no corpus.jsonl) for --decontaminate")
+    names = list(dict.fromkeys(opts.formats or ("sentence-transformers",)))
+    if "all" in names:
+        names = list(writers)
+    unknown = [n for n in names if n not in writers]
+    if unknown:
+        raise CurateError(f"unknown --format {', '.join(unknown)} (choose from {', '.join(writers)}, all)")
+    if opts.batch_size < 1:
+        raise CurateError("--batch-size must be at least 1")
+    if opts.batch_layout not in LAYOUTS:
+        raise CurateError(f"--batch-layout {opts.batch_layout!r}: choose {' or '.join(LAYOUTS)}")
+    if opts.task_order not in TASK_ORDERS:
+        raise CurateError(f"--task-order {opts.task_order!r}: choose {' or '.join(TASK_ORDERS)}")
+    if not 0 <= opts.dev_fraction < 1:
+        raise CurateError(f"--dev-fraction must be in [0, 1), got {opts.dev_fraction}")
+    if opts.negatives_per_row is not None and opts.negatives_per_row < 1:
+        raise CurateError("--negatives-per-row must be at least 1")
+    if opts.gap_levels not in GAP_BINS:
+        raise CurateError(f"--gap-levels {opts.gap_levels!r}: choose {' or '.join(GAP_BINS)}")
+    if opts.mixed_tail < 0:
+        raise CurateError("--mixed-tail must be 0 or more")
+    return parse_curriculum(opts.curriculum), names, Instruction(opts.instruction)
+
+
+def _rows(placed: list[Placed], split: str, levels: dict[int, list[int]], curriculum: Curriculum,
+          targets: Targets | None, n_neg: int | None, instruction: Instruction, stats: Counter) -> list[ExportRow]:
+    rows = []
+    for p in placed:
+        lv = levels[id(p.item)]
+        target = targets(p.phase) if targets is not None else None
+        chosen = pick(lv, target, n_neg)
+        if not chosen:
+            stats["rows_without_negatives"] += 1
+        elif target is not None and any(lv[k] != target for k in chosen):
+            stats["rows_with_substituted_level"] += 1
+            stats["negatives_substituted"] += sum(lv[k] != target for k in chosen)
+        phase = p.phase + 1 if (split == "train" and curriculum.phased) else None
+        rows.append(build_row(p.item, split, chosen, lv, phase, p.batch, instruction,
+                              {"target_level": target, "batch_kind": p.kind}))
+    return rows
+
+
+def _counts(rows: list[ExportRow]) -> dict[str, Any]:
+    def tally(key) -> dict[str, int]:
+        return dict(sorted(Counter(str(key(r)) for r in rows).items()))
+
+    out: dict[str, Any] = dict(Counter(r.split for r in rows))
+    out["task_type"] = tally(lambda r: r.task_type)
+    out["phase"] = dict(sorted(Counter(str(r.phase) for r in rows if r.phase is not None).items()))
+    out["source"] = tally(lambda r: r.meta["export"]["input"])
+    out["level"] = dict(sorted(Counter(str(lv) for r in rows if r.split == "train" for lv in r.levels).items()))
+    out["batches"] = {s: len({r.batch for r in rows if r.split == s}) for s in ("train", "dev")}
+    return out
+
+
+def _check_out(out: Path) -> None:
+    """An earlier export (or an empty folder) may be replaced; anything else is the user's and is kept."""
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / REPORT).is_file())):
+        raise CurateError(f"{out}: exists and is not an earlier export; choose another --out")
+
+
+def _replace_dir(tmp: Path, out: Path) -> None:
+    """Put the finished export at ``out`` (checked again: time has passed since the start)."""
+    if out.exists():
+        _check_out(out)
+        old = out.with_name(f".{out.name}.old-{os.getpid()}")
+        os.replace(out, old)
+        os.replace(tmp, out)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, out)
+
+
+def run_export(opts: ExportOptions) -> dict[str, Any]:
+    started = time.perf_counter()
+    writers = _writers()
+    curriculum, formats, instruction = _check(opts, writers)
+    out = Path(opts.out)
+    _check_out(out)
+
+    items, sources = load_inputs(list(opts.inputs))
+    filters: list[dict[str, Any]] = []
+    dup = sum(s.duplicates_skipped for s in sources)
+    if dup:
+        filters.append({"step": "duplicate-id", "records_dropped": dup,
+                        "note": "a record id already read from an earlier --in"})
+    items, dropped, decon = decontaminate(items, opts.decontaminate, opts.decontaminate_threshold,
+                                          opts.decontaminate_ngram)
+    for c in decon:
+        filters.append(c)
+    if opts.decontaminate:
+        filters.append({"step": "decontaminate", "records_dropped": len(dropped),
+                        "threshold": opts.decontaminate_threshold, "ngram": opts.decontaminate_ngram})
+    level_lists, level_stats = assign_levels(items, opts.gap_levels)
+    levels = {id(it): lv for it, lv in zip(items, level_lists)}
+
+    train, dev, split_info = split_dev(items, opts.dev_fraction, opts.seed)
+    if split_info.get("dropped_query_in_dev"):
+        filters.append({"step": "dev-query-overlap", "records_dropped": split_info["dropped_query_in_dev"]})
+    if not train:
+        raise CurateError(f"nothing to export: of {sum(s.records for s in sources)} records, {len(dropped)} matched "
+                          f"--decontaminate sets and {len(dev)} went to dev; no training records are left")
+
+    bopts = BatchOptions(opts.batch_size, opts.batch_layout, opts.task_order, opts.mixed_tail)
+    rank = task_rank(items, opts.seed)
+    phases = deal(train, curriculum, opts.batch_size, opts.seed, levels=lambda it: levels[id(it)])
+    placed, unbatched, kinds = schedule(phases, bopts, opts.seed, rank)
+    dev_placed, dev_unbatched, dev_kinds = schedule([deal(dev, Curriculum("none"), opts.batch_size, opts.seed)[0]],
+                                                    bopts, opts.seed, rank, tail=False) if dev else ([], [], {})
+    if unbatched or dev_unbatched:
+        filters.append({"step": "batch-repeat", "records_dropped": len(unbatched) + len(dev_unbatched),
+                        "note": "left over at the end of a split and would repeat a query or positive "
+                                "in its last batch"})
+
+    n_neg = opts.negatives_per_row if (opts.negatives_per_row or curriculum.name == "none") else 1
+    stats: Counter = Counter()
+    targets = None if curriculum.name == "none" else Targets(curriculum, opts.seed)
+    rows = _rows(placed, "train", levels, curriculum, targets, n_neg, instruction, stats)
+    rows += _rows(dev_placed, "dev", levels, curriculum, None, n_neg, instruction, stats)
+
+    params = {k: v for k, v in asdict(opts).items() if k != "out"}
+    params.update(formats=formats, curriculum=str(curriculum), negatives_per_row=n_neg)
+    card: dict[str, Any] = {
+        "title": f"curate export: {len(rows)} rows from "
+                 f"{', '.join(str(Path(Path(s.path).parent.name, Path(s.path).name)) for s in sources)}",
+        "counts": _counts(rows),
+        "sources": [s.as_dict() for s in sources],
+        "filters": filters,
+        "parameters": params,
+        "levels": level_stats,
+        "curriculum": {"arm": str(curriculum), "phase_levels": curriculum.phase_levels if curriculum.phased
+                       else None, **dict(stats)},
+        "batching": {"train": kinds, "dev": dev_kinds, "batch_size": opts.batch_size,
+                     "layout": opts.batch_layout, "task_order": opts.task_order, "mixed_tail": opts.mixed_tail},
+        "split": split_info,
+    }
+
+    report = _write(out, {n: writers[n] for n in formats}, rows, card, dropped if opts.decontaminate else None,
+                    started)
+    _print_summary(report, out)
+    return report
+
+
+def _write(out: Path, writers: dict[str, Callable], rows: list[ExportRow], card: dict[str, Any],
+           decontaminated: list[dict[str, Any]] | None, started: float) -> dict[str, Any]:
+    """Every format (one subfolder each when there are several), the drop list and the report,
+    written into a temporary folder that replaces ``out`` only once all of it is there."""
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        tmp.mkdir(parents=True)
+        outputs = {}
+        for name, writer in writers.items():
+            written = writer(rows, tmp if len(writers) == 1 else tmp / name, card)
+            outputs[name] = [str(Path(p).relative_to(tmp)) for p in written]
+        if decontaminated is not None:
+            atomic_write_jsonl(tmp / DECONTAMINATED, decontaminated)
+        report = {**card, "outputs": outputs, "wall_seconds": round(time.perf_counter() - started, 2)}
+        atomic_write_json(tmp / REPORT, report)
+        _replace_dir(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return report
+
+
+def _print_summary(report: dict[str, Any], out: Path) -> None:
+    from curate.progress import console
+
+    c = report["counts"]
+    phases = ", ".join(f"{k}: {v}" for k, v in c["phase"].items())
+    console.print(f"export ({report['curriculum']['arm']}): {c.get('train', 0)} train rows in "
+                  f"{c['batches']['train']} batches{f' (phases {phases})' if phases else ''}, "
+                  f"{c.get('dev', 0)} dev rows ({report['split']['mode']})")
+    for f in report["filters"]:
+        if f.get("records_dropped") and "folder" not in f:
+            console.print(f"  dropped {f['records_dropped']}: {f['step']}")
+    console.print(f"wrote {', '.join(report['outputs'])} and {REPORT} to {out} in {report['wall_seconds']:.1f}s")
