@@ -249,24 +249,22 @@ def test_sts_ceiling_drops_near_paraphrases(teacher):
 # ---------------------------------------------------------------------------- readers and the CLI
 
 
-def test_readers_name_file_and_line(tmp_path):
-    p = tmp_path / "lab.jsonl"
-    p.write_text('{"text": "a", "label": "x"}\n\n{"text": "b"}\n')
-    with pytest.raises(CurateError, match=r"lab\.jsonl:3: needs a 'label'"):
-        read_labeled(p)
-    p.write_text('{"text": "a", "label": "x"}\n{"text": "b", "label": [1]}\n')
-    with pytest.raises(CurateError, match=r"lab\.jsonl:2: 'label' must be"):
-        read_labeled(p)
-    s = tmp_path / "sts.jsonl"
-    s.write_text('{"sentence1": "a", "sentence2": "b", "score": 4}\n{"sentence1": "a", "sentence2": "b", "score": "high"}\n')
-    with pytest.raises(CurateError, match=r"sts\.jsonl:2: 'score' must be a number"):
-        read_sts_pairs(s)
-    s.write_text('{"sentence1": "a", "sentence2": "b", "score": 40}\n')
-    with pytest.raises(CurateError, match=r"sts\.jsonl:1: score 40 is outside \[0, 5\]"):
-        read_sts_pairs(s, 5.0)
-    s.write_text('{"sentence1": "", "sentence2": "b", "score": 4}\n')
-    with pytest.raises(CurateError, match=r"sts\.jsonl:1: 'sentence1' is empty"):
-        read_sts_pairs(s)
+@pytest.mark.parametrize("name,text,read,message", [
+    ("lab.jsonl", '{"text": "a", "label": "x"}\n\n{"text": "b"}\n', read_labeled, r"lab\.jsonl:3: needs a 'label'"),
+    ("lab.jsonl", '{"text": "a", "label": "x"}\n{"text": "b", "label": [1]}\n', read_labeled,
+     r"lab\.jsonl:2: 'label' must be"),
+    ("sts.jsonl", '{"sentence1": "a", "sentence2": "b", "score": 4}\n{"sentence1": "a", "sentence2": "b", '
+                  '"score": "high"}\n', read_sts_pairs, r"sts\.jsonl:2: 'score' must be a number"),
+    ("sts.jsonl", '{"sentence1": "a", "sentence2": "b", "score": 40}\n', lambda p: read_sts_pairs(p, 5.0),
+     r"sts\.jsonl:1: score 40 is outside \[0, 5\]"),
+    ("sts.jsonl", '{"sentence1": "", "sentence2": "b", "score": 4}\n', read_sts_pairs,
+     r"sts\.jsonl:1: 'sentence1' is empty"),
+])
+def test_readers_name_file_and_line(tmp_path, name, text, read, message):
+    p = tmp_path / name
+    p.write_text(text)
+    with pytest.raises(CurateError, match=message):
+        read(p)
 
 
 def test_cli_convert_classification_and_sts(tmp_path):
