@@ -396,6 +396,9 @@ def convert(kind, in_path, out, teacher, random_negatives, task_text, n_negative
               help="Give mined negatives levels 1-4 by position (hardest first).")
 @click.option("--min-negatives", type=click.IntRange(0), default=None,
               help="Write only queries with at least this many mined negatives (default 1; 0 with --in).")
+@click.option("--positive-top", type=click.IntRange(0), default=10, show_default=True,
+              help="Drop queries whose own positive the teacher ranks below this rank (Linq's teacher filter; "
+                   "0: no gate).")
 @click.option("--check-qrels", type=click.Path(dir_okay=False), default=None,
               help="BEIR qrels the miner did not see: report the share of negatives they call relevant.")
 @click.option("--limit", type=click.IntRange(1), default=None, help="Mine only the first N queries.")
@@ -429,11 +432,13 @@ def serve(model, port, max_num_seqs, tp, max_model_len, start_timeout, vllm_args
     run_serve(model, port, max_num_seqs, tp, max_model_len, tuple(vllm_args), start_timeout)
 
 
-from curate.evaluate.command import eval_command  # noqa: E402  (each stage's command lives with it)
+from curate.ablate.command import ablate  # noqa: E402  (each stage's command lives with it)
+from curate.evaluate.command import eval_command  # noqa: E402
 from curate.export.command import export  # noqa: E402
 
 cli.add_command(export)
 cli.add_command(eval_command)
+cli.add_command(ablate)
 
 
 def main() -> None:

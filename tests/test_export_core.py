@@ -80,6 +80,7 @@ def data(tmp_path_factory):
     gen_path = _write(tmp / "gen" / "filtered.jsonl", generated)
     mined_dir = tmp / "mined"
     run_mine(MineOptions(out=str(mined_dir), data=str(SCIFACT), split="train", method="naive", k=4, limit=240,
+                         positive_top=0,
                          plots=False), teachers=[WordTeacher("words", dim=512)])
     return {"tmp": tmp, "gen": gen_path, "mined": mined_dir / "mined.jsonl", "generated": generated}
 
@@ -227,6 +228,28 @@ def test_fixed_random_and_none_arms(data):
     for r in none:
         assert r.levels == [1, 2, 3, 4] and r.phase is None
         assert r.negatives == [n.text for n in sorted(by_id[r.record_id].negatives, key=lambda n: n.level)]
+
+
+def test_ordered_keeps_every_negative_and_trains_easy_records_first(data):
+    """``ordered``: all of a record's negatives on its row (as ``none``), records in four
+    phases by the mean level of their negatives, easiest first."""
+    rows, report = _export(data["tmp"], [data["mined"]], "ordered", curriculum="ordered", batch_size=8,
+                           dev_fraction=0)
+    train = [r for r in rows if r.split == "train"]
+    items, _ = load_inputs([data["mined"]])
+    all_levels = dict(zip((it.record.id for it in items), assign_levels(items)[0]))
+    assert all(sorted(r.levels) == sorted(all_levels[r.record_id]) for r in train)  # nothing dropped
+    assert all(r.levels == sorted(r.levels) for r in train)  # hardest first on the row
+    phases = [r.phase for r in train]
+    assert phases == sorted(phases) and set(phases) == {1, 2, 3, 4}
+    ease = {p: [sum(all_levels[r.record_id]) / len(all_levels[r.record_id]) for r in train if r.phase == p]
+            for p in (1, 2, 3, 4)}
+    means = [sum(v) / len(v) for v in ease.values()]
+    assert means == sorted(means, reverse=True) and means[0] > means[3] + 1  # clearly easy to hard
+    for batch in _batches(rows):
+        assert len({r.phase for r in batch}) == 1
+    assert report["parameters"]["negatives_per_row"] is None
+    assert report["curriculum"]["arm"] == "ordered"
 
 
 # ---------------------------------------------------------------------------- batching

@@ -53,10 +53,10 @@ def _fn_by_hand(records, corpus, qrels):
 
 def test_false_negative_rate_against_held_out_qrels(nfc):
     qrels_file = nfc["beir"] / "qrels" / "test.tsv"
-    naive = run_mine(MineOptions(out=str(nfc["tmp"] / "naive"), data=str(nfc["beir"]), split="test",
+    naive = run_mine(MineOptions(positive_top=0, out=str(nfc["tmp"] / "naive"), data=str(nfc["beir"]), split="test",
                                  min_relevance=2, method="naive", k=8, check_qrels=str(qrels_file)),
                      teachers=[nfc["teacher"]])
-    proc = run_curate("mine", "--data", str(nfc["beir"]), "--split", "test", "--min-relevance", "2",
+    proc = run_curate("mine", "--positive-top", "0", "--data", str(nfc["beir"]), "--split", "test", "--min-relevance", "2",
                       "--method", "percpos", "-k", "8", "--check-qrels", str(qrels_file),
                       "--out", str(nfc["tmp"] / "percpos"), env={"CURATE_CACHE_DIR": str(nfc["cache"])})
     assert proc.returncode == 0, proc.stderr

@@ -99,7 +99,7 @@ def _same(ours, theirs) -> int:
 
 def test_naive_top_k_equals_sentence_transformers(scifact):
     out = scifact["tmp"] / "naive"
-    report = run_mine(MineOptions(out=str(out), pairs=str(scifact["tmp"] / "pairs.jsonl"),
+    report = run_mine(MineOptions(positive_top=0, out=str(out), pairs=str(scifact["tmp"] / "pairs.jsonl"),
                                   corpus=str(scifact["tmp"] / "corpus.jsonl"), method="naive", k=4),
                       teachers=[scifact["teacher"]])
     ours = _ours(out / "mined.jsonl")
@@ -113,7 +113,7 @@ def test_naive_top_k_equals_sentence_transformers(scifact):
 def test_percpos_equals_relative_margin(scifact):
     out = scifact["tmp"] / "percpos"
     # a first window of 5 forces the deeper search wherever the top candidates are rejected
-    report = run_mine(MineOptions(out=str(out), pairs=str(scifact["tmp"] / "pairs.jsonl"),
+    report = run_mine(MineOptions(positive_top=0, out=str(out), pairs=str(scifact["tmp"] / "pairs.jsonl"),
                                   corpus=str(scifact["tmp"] / "corpus.jsonl"), method="percpos", margin=0.95,
                                   k=4, depth=5), teachers=[scifact["teacher"]])
     ours = _ours(out / "mined.jsonl")
@@ -132,7 +132,7 @@ def test_percpos_equals_relative_margin(scifact):
 
 def test_cli_beir_folder_matches_pairs_run(scifact):
     out = scifact["tmp"] / "cli"
-    proc = run_curate("mine", "--data", str(scifact["tmp"] / "beir"), "--split", "train", "--method", "percpos",
+    proc = run_curate("mine", "--positive-top", "0", "--data", str(scifact["tmp"] / "beir"), "--split", "train", "--method", "percpos",
                       "--margin", "0.95", "-k", "4", "--out", str(out),
                       env={"CURATE_CACHE_DIR": str(scifact["cache"])})
     assert proc.returncode == 0, proc.stderr

@@ -313,7 +313,7 @@ def test_run_mine_ensembles(tmp_path):
     t1, t2 = HashTeacher("t1"), HashTeacher("t2")
 
     def run(name, **kw):
-        opts = MineOptions(out=str(tmp_path / name), pairs=str(pairs), corpus=str(corpus), method="naive", k=4,
+        opts = MineOptions(positive_top=0, out=str(tmp_path / name), pairs=str(pairs), corpus=str(corpus), method="naive", k=4,
                            plots=False, **kw)
         run_mine(opts, teachers=kw.pop("teachers", None) or [t1, t2])
         return [json.loads(x) for x in (tmp_path / name / "mined.jsonl").read_text().splitlines()]
@@ -347,7 +347,7 @@ def test_run_mine_ensembles(tmp_path):
 
 def test_run_mine_pairs_outputs_and_positives(tmp_path):
     pairs, corpus = _pairs_world(tmp_path)
-    rep = run_mine(MineOptions(out=str(tmp_path / "o"), pairs=str(pairs), corpus=str(corpus), method="naive",
+    rep = run_mine(MineOptions(positive_top=0, out=str(tmp_path / "o"), pairs=str(pairs), corpus=str(corpus), method="naive",
                                k=5, levels=True), teachers=[HashTeacher()])
     recs = [json.loads(x) for x in (tmp_path / "o" / "mined.jsonl").read_text().splitlines()]
     assert rep["queries_in"] == 10 and rep["queries_out"] == 10 and rep["negatives"] == 50
@@ -377,7 +377,7 @@ def test_run_mine_records_keeps_generated_negatives(tmp_path):
                    positive="a positive outside the corpus")]
     write_jsonl(tmp_path / "recs.jsonl", (r.to_dict() for r in recs))
     teacher = HashTeacher()
-    rep = run_mine(MineOptions(out=str(tmp_path / "o"), records=str(tmp_path / "recs.jsonl"), corpus=str(corpus),
+    rep = run_mine(MineOptions(positive_top=0, out=str(tmp_path / "o"), records=str(tmp_path / "recs.jsonl"), corpus=str(corpus),
                                method="naive", k=3), teachers=[teacher])
     out = [json.loads(x) for x in (tmp_path / "o" / "mined.jsonl").read_text().splitlines()]
     assert [r["id"] for r in out] == ["r1", "r2"] and rep["min_negatives"] == 0
@@ -492,7 +492,7 @@ def test_run_mine_with_a_rescorer_records_its_scores(tmp_path):
         def score(self, query, docs):
             return np.array([-float(j) for j in docs])  # logits below zero: the |pos| rule matters
 
-    rep = run_mine(MineOptions(out=str(tmp_path / "o"), pairs=str(pairs), corpus=str(corpus), k=2, depth=20),
+    rep = run_mine(MineOptions(positive_top=0, out=str(tmp_path / "o"), pairs=str(pairs), corpus=str(corpus), k=2, depth=20),
                    teachers=[HashTeacher()], rescorer=Stub())
     assert rep["cross_encoder"]["model"] == "stub-ce"
     for rec in (json.loads(x) for x in (tmp_path / "o" / "mined.jsonl").read_text().splitlines()):
@@ -507,14 +507,14 @@ def test_hf_datasets_from_disk_and_local_files(tmp_path):
     pairs, corpus = _pairs_world(tmp_path)
     rows = [json.loads(x) for x in pairs.read_text().splitlines()]
     teacher = HashTeacher()
-    run_mine(MineOptions(out=str(tmp_path / "ref"), pairs=str(pairs), corpus=str(corpus), method="naive"),
+    run_mine(MineOptions(positive_top=0, out=str(tmp_path / "ref"), pairs=str(pairs), corpus=str(corpus), method="naive"),
              teachers=[teacher])
     ref = (tmp_path / "ref" / "mined.jsonl").read_text()
 
     ds = datasets.Dataset.from_dict({"anchor": [r["query"] for r in rows], "pos": [r["positive"] for r in rows],
                                      "qid": [r["query_id"] for r in rows]})
     datasets.DatasetDict({"train": ds}).save_to_disk(str(tmp_path / "saved"))
-    run_mine(MineOptions(out=str(tmp_path / "hf1"), hf=str(tmp_path / "saved"), id_column="qid",
+    run_mine(MineOptions(positive_top=0, out=str(tmp_path / "hf1"), hf=str(tmp_path / "saved"), id_column="qid",
                          corpus=str(corpus), method="naive"), teachers=[teacher])
     got = [json.loads(x) for x in (tmp_path / "hf1" / "mined.jsonl").read_text().splitlines()]
     want = [json.loads(x) for x in ref.splitlines()]
@@ -525,15 +525,15 @@ def test_hf_datasets_from_disk_and_local_files(tmp_path):
 
     # a local JSONL file, named columns, positives as lists
     write_jsonl(tmp_path / "rows.jsonl", ({"x": 1, "q": r["query"], "p": [r["positive"]]} for r in rows))
-    run_mine(MineOptions(out=str(tmp_path / "hf2"), hf=str(tmp_path / "rows.jsonl"), query_column="q",
+    run_mine(MineOptions(positive_top=0, out=str(tmp_path / "hf2"), hf=str(tmp_path / "rows.jsonl"), query_column="q",
                          positive_column="p", corpus=str(corpus), method="naive"), teachers=[teacher])
     got2 = [json.loads(x)["negatives"] for x in (tmp_path / "hf2" / "mined.jsonl").read_text().splitlines()]
     assert got2 == [w["negatives"] for w in want]
     with pytest.raises(CurateError, match="no column 'nope'"):
-        run_mine(MineOptions(out=str(tmp_path / "hf3"), hf=str(tmp_path / "saved"), query_column="nope"),
+        run_mine(MineOptions(positive_top=0, out=str(tmp_path / "hf3"), hf=str(tmp_path / "saved"), query_column="nope"),
                  teachers=[teacher])
     with pytest.raises(CurateError, match="no split 'test'"):
-        run_mine(MineOptions(out=str(tmp_path / "hf3"), hf=str(tmp_path / "saved"), hf_split="test"),
+        run_mine(MineOptions(positive_top=0, out=str(tmp_path / "hf3"), hf=str(tmp_path / "saved"), hf_split="test"),
                  teachers=[teacher])
 
 
@@ -548,3 +548,43 @@ def test_cli_bad_input_is_one_line(tmp_path):
     proc = run_curate("mine", "--pairs", str(tmp_path / "p.jsonl"), "--teacher", "a", "--teacher", "b",
                       "--out", str(tmp_path / "o"))
     assert proc.returncode == 2 and "--ensemble" in proc.stderr
+
+
+def test_positive_gate_drops_queries_whose_positive_the_teacher_ranks_low(tmp_path):
+    """--positive-top R keeps a query only when at most R-1 documents (not known positives)
+    outscore its own positive; BEIR positives come most relevant first."""
+    from tests.mine_helpers import write_beir
+
+    e = np.eye(8)
+    vec = {"q-easy": e[0], "q-hard": e[1],
+           "pos-easy": e[0], "pos-hard": 0.5 * e[1] + e[2],  # cos 0.45 with q-hard
+           "weak-easy": 0.2 * e[0] + e[3],  # a relevance-1 positive of q-easy, listed first in qrels
+           "d1": 0.9 * e[1] + 0.3 * e[4], "d2": 0.8 * e[1] + 0.5 * e[5],  # both outscore pos-hard
+           "d3": 0.3 * e[0] + e[6], "d4": e[7]}
+    corpus = {k: k for k in vec if not k.startswith("q-")}
+    folder = write_beir(tmp_path / "b", corpus, {"qe": "q-easy", "qh": "q-hard"},
+                        {"qe": {"weak-easy": 1, "pos-easy": 2}, "qh": {"pos-hard": 1}})
+    teacher = HashTeacher(overrides=vec)
+
+    def run(name, top):
+        rep = run_mine(MineOptions(out=str(tmp_path / name), data=str(folder), method="naive", k=2,
+                                   positive_top=top, plots=False), teachers=[teacher])
+        recs = [json.loads(x) for x in (tmp_path / name / "mined.jsonl").read_text().splitlines()]
+        return rep, {r["meta"]["query_id"]: r for r in recs}
+
+    rep, recs = run("open", None)
+    assert set(recs) == {"qe", "qh"} and rep["positive_gate"]["queries_dropped"] == 0
+    assert recs["qe"]["positive"] == "pos-easy"  # relevance 2 before the relevance-1 line above it
+    assert recs["qe"]["scores"]["teacher"]["positive_rank"] == 1
+    assert recs["qh"]["scores"]["teacher"]["positive_rank"] == 3  # d1 and d2 score higher
+    rep, recs = run("gated", 2)
+    assert set(recs) == {"qe"}
+    assert rep["positive_gate"] == {"positive_top": 2, "queries_dropped": 1,
+                                    "positive_rank": rep["positive_gate"]["positive_rank"]}
+    assert rep["positive_gate"]["positive_rank"]["top1"] == 1
+    _, recs = run("wide", 3)
+    assert set(recs) == {"qe", "qh"}
+    rep, recs = run("off", 0)  # 0: no gate
+    assert set(recs) == {"qe", "qh"} and rep["positive_gate"]["positive_top"] is None
+    with pytest.raises(CurateError, match="positive-top"):
+        run("bad", -1)

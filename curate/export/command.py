@@ -14,11 +14,12 @@ import click
 @click.option("--format", "formats", multiple=True, default=("sentence-transformers",), show_default=True,
               help="hf, sentence-transformers, flagembedding, tevatron, nemo, beir, or all "
                    "(several: one subfolder each); repeatable.")
-@click.option("--curriculum", default="mgh", show_default=True,
-              help="none (all negatives, hardest first), mgh (phases of level 4, 3, 2, 1 negatives), "
-                   "reverse (1, 2, 3, 4), random (a random level per row) or fixed:N.")
+@click.option("--curriculum", default="ordered", show_default=True,
+              help="ordered (all negatives; records easy to hard in four phases), none (all negatives, "
+                   "no order), mgh (phases of level 4, 3, 2, 1 negatives, one per row), reverse (1, 2, 3, 4), "
+                   "random (a random level per row) or fixed:N.")
 @click.option("--negatives-per-row", type=int, default=None,
-              help="Negatives per row [default: 1 with a level curriculum, all with none].")
+              help="Negatives per row [default: all with ordered and none, 1 with a level curriculum].")
 @click.option("--gap-levels", type=click.Choice(["export", "record"]), default="export", show_default=True,
               help="Levels of mined negatives from the teacher gap: quartiles over the whole export, "
                    "or the gap's rank within each record (every record then has all four levels).")
@@ -30,8 +31,9 @@ import click
               help="fixed: the same task order in every block of batches (Linq's homogeneous task ordering).")
 @click.option("--mixed-tail", type=int, default=0, show_default=True,
               help="End training with this many mixed-task batches (Linq's mixed task fine-tuning).")
-@click.option("--instruction", default="e5", show_default=True,
-              help="Query instruction: e5 ('Instruct: {task}\\nQuery: {query}'), nv ('{task}: {query}'), "
+@click.option("--instruction", default="auto", show_default=True,
+              help="Query instruction: auto (e5 when the records hold several tasks, none for one), "
+                   "e5 ('Instruct: {task}\\nQuery: {query}'), nv ('{task}: {query}'), "
                    "none, or a Jinja template (or template file) using task and query.")
 @click.option("--dev-fraction", type=float, default=0.05, show_default=True,
               help="Share of records held out as dev, whole tasks at a time (0: no dev split).")

@@ -7,6 +7,9 @@ Arms (MGH's ablation, Section 4.1 of "Negative Matters"):
 * ``random``: one phase; every row draws its level at random (seeded).
 * ``fixed:N``: one phase, level N throughout.
 * ``none``: one phase; each row carries all of its record's negatives, hardest first.
+* ``ordered``: every row carries all of its negatives (as ``none``), and the records are
+  trained easy to hard: sorted by the mean level of their negatives (easiest first) and cut
+  into four equal phases, so MGH's order costs no negatives.
 
 How records enter the phases: every record is trained once (one epoch, as in MGH where each
 level feeds 25% of the steps), and each phase holds a whole number of batches (as equal as
@@ -33,12 +36,12 @@ from dataclasses import dataclass
 from curate.errors import CurateError
 from curate.export.inputs import Item
 
-ARMS = ("none", "mgh", "reverse", "random", "fixed:N")
+ARMS = ("none", "ordered", "mgh", "reverse", "random", "fixed:N")
 
 
 @dataclass(frozen=True)
 class Curriculum:
-    name: str  # none, mgh, reverse, random, fixed
+    name: str  # none, ordered, mgh, reverse, random, fixed
     level: int | None = None  # fixed:N
 
     @property
@@ -48,11 +51,18 @@ class Curriculum:
             return [4, 3, 2, 1]
         if self.name == "reverse":
             return [1, 2, 3, 4]
+        if self.name == "ordered":
+            return [None] * 4
         return [self.level] if self.name == "fixed" else [None]
 
     @property
     def phased(self) -> bool:
-        return self.name in ("mgh", "reverse")
+        return self.name in ("mgh", "reverse", "ordered")
+
+    @property
+    def all_negatives(self) -> bool:
+        """Rows carry every negative of their record (no level is chosen per row)."""
+        return self.name in ("none", "ordered")
 
     def __str__(self) -> str:
         return f"fixed:{self.level}" if self.name == "fixed" else self.name
@@ -60,11 +70,12 @@ class Curriculum:
 
 def parse_curriculum(text: str) -> Curriculum:
     value = text.strip().lower()
-    if value in ("none", "mgh", "reverse", "random"):
+    if value in ("none", "ordered", "mgh", "reverse", "random"):
         return Curriculum(value)
     if value.startswith("fixed:") and value[6:] in ("1", "2", "3", "4"):
         return Curriculum("fixed", int(value[6:]))
-    raise CurateError(f"--curriculum {text!r}: choose none, mgh, reverse, random or fixed:N with N in 1..4")
+    raise CurateError(f"--curriculum {text!r}: choose ordered, none, mgh, reverse, random or fixed:N "
+                      "with N in 1..4")
 
 
 def phase_sizes(n: int, phases: int, batch_size: int) -> list[int]:
@@ -85,13 +96,20 @@ def deal(items: Sequence[Item], curriculum: Curriculum, batch_size: int, seed: i
 
     ordered = spread(items, random.Random(f"{seed}:deal"))
     sizes = phase_sizes(len(ordered), len(curriculum.phase_levels), batch_size)
-    if levels is None or not curriculum.phased:
+    if curriculum.name == "ordered" and levels is not None:
+        ordered = sorted(ordered, key=lambda it: -_mean_level(levels(it)))  # stable: shuffled among equals
+    if levels is None or curriculum.all_negatives or not curriculum.phased:
         out, start = [], 0
         for size in sizes:
             out.append(ordered[start : start + size])
             start += size
         return out
     return _deal_by_level(ordered, curriculum.phase_levels, sizes, levels)
+
+
+def _mean_level(levels: Sequence[int]) -> float:
+    """A record's ease: the mean level of its negatives (4 easiest); one without any sits mid-way."""
+    return sum(levels) / len(levels) if levels else 2.5
 
 
 def _deal_by_level(ordered: Sequence[Item], targets: Sequence[int | None], sizes: Sequence[int],

@@ -1,5 +1,11 @@
 """Query-side instructions, written into the exported texts.
 
+``auto`` (the default): ``e5`` when the export holds more than one task text, ``none`` when
+it holds one.  With one task (data mined from one dataset) the instruction is the same
+prefix on every query: it tells the student nothing, and a student that is not
+instruction-tuned (MiniLM, BGE-small, ...) is then used and evaluated without it, so the
+prefix only makes training and use differ.  Several tasks need it to tell them apart, and a
+model trained that way is used with instructions.
 ``e5``: ``Instruct: {task}\\nQuery: {query}`` (E5-mistral, also NV-Embed's form);
 ``nv``: ``{task}: {query}`` (NV-Retriever); ``none``; anything else is a user template
 (a Jinja string, or a file holding one) with the variables ``task`` and ``query``, rendered
@@ -39,6 +45,13 @@ def _user_source(spec: str) -> str:
     except (OSError, UnicodeDecodeError):
         raise CurateError(f"--instruction {spec!r}: not e5, nv, none, a Jinja template or a readable "
                           f"template file") from None
+
+
+def resolve(spec: str, tasks: set[str]) -> str:
+    """``auto`` made concrete for an export whose records carry these task texts."""
+    if spec != "auto":
+        return spec
+    return "e5" if len({t.strip() for t in tasks if t and t.strip()}) > 1 else "none"
 
 
 class Instruction:

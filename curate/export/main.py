@@ -24,7 +24,7 @@ from curate.export.build import build_row
 from curate.export.curriculum import Curriculum, Targets, deal, parse_curriculum, pick
 from curate.export.decontaminate import decontaminate
 from curate.export.inputs import load_inputs
-from curate.export.instructions import Instruction
+from curate.export.instructions import Instruction, resolve
 from curate.export.levels import GAP_BINS, assign_levels
 from curate.export.rows import ExportRow
 from curate.export.splits import split_dev
@@ -39,14 +39,14 @@ class ExportOptions:
     inputs: tuple[str, ...]
     out: str
     formats: tuple[str, ...] = ("sentence-transformers",)
-    curriculum: str = "mgh"
-    negatives_per_row: int | None = None  # default: 1 with a level curriculum, all with none
+    curriculum: str = "ordered"
+    negatives_per_row: int | None = None  # default: all with ordered / none, 1 with a level curriculum
     gap_levels: str = "export"  # mined negatives' levels: gap quartiles over the export, or ranks per record
     batch_size: int = 32
     batch_layout: str = "homogeneous"
     task_order: str = "random"
     mixed_tail: int = 0
-    instruction: str = "e5"
+    instruction: str = "auto"  # e5 for several tasks, none for one (instructions.py)
     dev_fraction: float = 0.05
     decontaminate: tuple[str, ...] = ()
     decontaminate_threshold: float = 0.8
@@ -93,7 +93,9 @@ def _check(opts: ExportOptions, writers: dict[str, Callable]) -> tuple[Curriculu
         raise CurateError(f"--gap-levels {opts.gap_levels!r}: choose {' or '.join(GAP_BINS)}")
     if opts.mixed_tail < 0:
         raise CurateError("--mixed-tail must be 0 or more")
-    return parse_curriculum(opts.curriculum), names, Instruction(opts.instruction)
+    if opts.instruction != "auto":
+        Instruction(opts.instruction)  # a bad template fails here, before any input is read
+    return parse_curriculum(opts.curriculum), names
 
 
 def _rows(placed: list[Placed], split: str, levels: dict[int, list[int]], curriculum: Curriculum,
@@ -148,7 +150,7 @@ def _replace_dir(tmp: Path, out: Path) -> None:
 def run_export(opts: ExportOptions) -> dict[str, Any]:
     started = time.perf_counter()
     writers = _writers()
-    curriculum, formats, instruction = _check(opts, writers)
+    curriculum, formats = _check(opts, writers)
     out = Path(opts.out)
     _check_out(out)
 
@@ -165,6 +167,8 @@ def run_export(opts: ExportOptions) -> dict[str, Any]:
     if opts.decontaminate:
         filters.append({"step": "decontaminate", "records_dropped": len(dropped),
                         "threshold": opts.decontaminate_threshold, "ngram": opts.decontaminate_ngram})
+    instruction_spec = resolve(opts.instruction, {it.record.task for it in items})
+    instruction = Instruction(instruction_spec)
     level_lists, level_stats = assign_levels(items, opts.gap_levels)
     levels = {id(it): lv for it, lv in zip(items, level_lists)}
 
@@ -186,14 +190,16 @@ def run_export(opts: ExportOptions) -> dict[str, Any]:
                         "note": "left over at the end of a split and would repeat a query or positive "
                                 "in its last batch"})
 
-    n_neg = opts.negatives_per_row if (opts.negatives_per_row or curriculum.name == "none") else 1
+    n_neg = opts.negatives_per_row if (opts.negatives_per_row or curriculum.all_negatives) else 1
     stats: Counter = Counter()
-    targets = None if curriculum.name == "none" else Targets(curriculum, opts.seed)
+    targets = None if curriculum.all_negatives else Targets(curriculum, opts.seed)
     rows = _rows(placed, "train", levels, curriculum, targets, n_neg, instruction, stats)
     rows += _rows(dev_placed, "dev", levels, curriculum, None, n_neg, instruction, stats)
 
     params = {k: v for k, v in asdict(opts).items() if k != "out"}
-    params.update(formats=formats, curriculum=str(curriculum), negatives_per_row=n_neg)
+    params.update(formats=formats, curriculum=str(curriculum), negatives_per_row=n_neg, instruction=instruction_spec)
+    if opts.instruction == "auto":
+        params["instruction_asked"] = "auto"
     card: dict[str, Any] = {
         "title": f"curate export: {len(rows)} rows from "
                  f"{', '.join(str(Path(Path(s.path).parent.name, Path(s.path).name)) for s in sources)}",

@@ -3,7 +3,8 @@
 Four sources, one shape (``MineInput``: ``MineItem`` per query over one ``Corpus``):
 
 * a BEIR folder: one item per query id of the split's qrels, positives = documents with
-  relevance >= ``min_relevance``, in qrels order (the first is the record's positive);
+  relevance >= ``min_relevance``, most relevant first, then in qrels order (the first is the
+  record's positive);
 * a pairs JSONL file: lines ``{"query": ..., "positive": "text" or ["text", ...]}`` (optional
   ``query_id``, ``task_type``, ``task``); lines with the same query text form one item;
 * curate records: one item per record, positives = ``positive`` plus ``meta["positives"]``;
@@ -152,7 +153,8 @@ def load_beir_input(folder: str | Path, split: str = "train", qrels_path: str | 
             inp.skip("query id not in queries.jsonl")
             continue
         positives = []
-        for doc_id, rel in rels.items():
+        # most relevant first (the record's own positive), qrels order among equals
+        for doc_id, rel in sorted(rels.items(), key=lambda kv: -kv[1]):
             if rel < min_relevance:
                 continue
             idx = corpus.find_id(doc_id)

@@ -77,6 +77,7 @@ class MineOptions:
     task_text: str = DEFAULT_TASK
     levels: bool = False
     min_negatives: int | None = None
+    positive_top: int | None = 10  # drop queries whose own positive the teacher ranks below this (Linq's 10)
     check_qrels: str | None = None
     plots: bool = True
 
@@ -88,12 +89,16 @@ def _config(opts: MineOptions) -> MineConfig:
         raise CurateError("-k must be at least 1")
     if opts.depth < 1 or (opts.max_depth is not None and opts.max_depth < 1):
         raise CurateError("--depth and --max-depth must be at least 1")
+    if opts.positive_top is not None and opts.positive_top < 0:
+        raise CurateError("--positive-top must be 0 (no gate) or more")
     if opts.sample not in STRATEGIES:
         raise CurateError(f"unknown --sample {opts.sample!r} (choose from {', '.join(STRATEGIES)})")
     if opts.sample != "top" and opts.temperature <= 0:
         raise CurateError("--temperature must be above 0")
     return MineConfig(method=method, k=opts.k, sample=opts.sample, pool=max(1, opts.pool),
-                      temperature=opts.temperature, seed=opts.seed, depth=opts.depth, max_depth=opts.max_depth)
+                      temperature=opts.temperature, seed=opts.seed,
+                      # the first window must reach the gate's rank, so that every rank it judges is exact
+                      depth=max(opts.depth, opts.positive_top or 0), max_depth=opts.max_depth)
 
 
 def _teachers(opts: MineOptions):
@@ -123,6 +128,7 @@ def _record(item: MineItem, picks: list[Pick], mined_by: dict[int, Mined], inp: 
         "positive": float(first.lowest_positive),
         "positives": [float(s) for s in first.positive_scores],
         "margin": float(first.lowest_positive - max(neg_scores)) if neg_scores else None,
+        "positive_rank": int(first.positive_rank),
         "pool": len(corpus),
         "stage": "mine",
     }
@@ -237,6 +243,7 @@ def run_mine(opts: MineOptions, teachers=None, rescorer=None) -> dict[str, Any]:
     out_records, all_picks, short_reasons = [], [], []
     lowest_pos, neg_scores, gaps = [], [], []
     rejected: dict[str, int] = {}
+    gated = 0
     for item, mined_by in zip(items, per_item):
         lists = {tt: [Pick(tt, int(d), float(s), int(r)) for d, s, r in zip(m.docs, m.scores, m.ranks)]
                  for tt, m in mined_by.items()}
@@ -256,7 +263,9 @@ def run_mine(opts: MineOptions, teachers=None, rescorer=None) -> dict[str, Any]:
         for p in picks:
             neg_scores.append(p.score)
             gaps.append(mined_by[p.teacher].lowest_positive - p.score)
-        if len(picks) >= min_negs:
+        if opts.positive_top and first.positive_rank > opts.positive_top:
+            gated += 1
+        elif len(picks) >= min_negs:
             out_records.append(_record(item, picks, mined_by, inp, cfg, opts, models, scorer_name))
     out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_jsonl(out_dir / MINED, (r.to_dict() for r in out_records))
@@ -279,6 +288,8 @@ def run_mine(opts: MineOptions, teachers=None, rescorer=None) -> dict[str, Any]:
                           if rescorer is not None else None),
         **rep.counts(cfg.k, [len(p) for p in all_picks], short_reasons, len(out_records)),
         "min_negatives": min_negs,
+        "positive_gate": {"positive_top": opts.positive_top or None, "queries_dropped": gated,
+                          "positive_rank": rep.rank_summary([m[min(m)].positive_rank for m in per_item])},
         "rejected_candidates": rejected,
         "scores": rep.score_summary(lowest_pos, neg_scores, gaps),
     }
@@ -305,6 +316,9 @@ def mine_main(opts: MineOptions) -> dict[str, Any]:
                   f"{report['queries_short']} with fewer than {report['k']}")
     for reason, n in report["short_reasons"].items():
         console.print(f"  short: {reason}: {n}")
+    gate = report["positive_gate"]
+    if gate["queries_dropped"]:
+        console.print(f"  dropped {gate['queries_dropped']}: positive ranked below {gate['positive_top']} by the teacher")
     fn = report.get("false_negatives")
     if fn and fn["rate"] is not None:
         console.print(f"false negatives against {fn['qrels']}: {fn['false_negatives']}/{fn['negatives_checked']} "

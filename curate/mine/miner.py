@@ -52,6 +52,7 @@ class Mined:
     valid: int  # valid candidates found
     depth: int  # documents retrieved in the last search
     rounds: int  # searches this query needed
+    positive_rank: int  # 1 + documents (not known positives) the teacher scores above the record's positive
     rejected: dict[str, int]
     short_reason: str | None  # why fewer than k, when fewer
 
@@ -108,6 +109,8 @@ def mine(qvecs: np.ndarray, dvecs: np.ndarray, index: SearchIndex, items: Sequen
     cap = cfg.max_depth if cfg.max_depth else n_docs
     pos_scores = positive_scores(qvecs, dvecs, items, rescorer)
     lowest = [float(np.min(p)) for p in pos_scores]
+    # the record's own positive as the teacher sees it (before any rescoring): its rank gates the query
+    first_pos = [float(dvecs[it.positives[0]] @ qvecs[i]) for i, it in enumerate(items)]
     depth = [max(1, min(int(cfg.depth), cap))] * n
     rounds = [0] * n
     results: list[Mined | None] = [None] * n
@@ -132,7 +135,7 @@ def mine(qvecs: np.ndarray, dvecs: np.ndarray, index: SearchIndex, items: Sequen
                 w = want(i)
                 done = _evaluate(items[i], ids[row, :w], scores[row, :w], w >= n_docs,
                                  depth[i] >= cap, lowest[i], pos_scores[i][:len(items[i].positives)],
-                                 cfg, need, rescorer,
+                                 cfg, need, rescorer, first_pos[i],
                                  depth_used=w, rounds=rounds[i])
                 if done is None:
                     depth[i] = min(cap, depth[i] * 2)
@@ -145,7 +148,7 @@ def mine(qvecs: np.ndarray, dvecs: np.ndarray, index: SearchIndex, items: Sequen
 
 def _evaluate(item: MineItem, ids: np.ndarray, scores: np.ndarray, whole: bool, capped: bool,
               lowest: float, pos_scores: np.ndarray, cfg: MineConfig, need: int, rescorer,
-              depth_used: int, rounds: int) -> Mined | None:
+              first_pos: float, depth_used: int, rounds: int) -> Mined | None:
     """The query's result from this window, or ``None`` when a deeper search could do better."""
     method = cfg.method
     found = ids >= 0
@@ -153,6 +156,8 @@ def _evaluate(item: MineItem, ids: np.ndarray, scores: np.ndarray, whole: bool, 
     ids, scores = ids[found], scores[found]
     keep = ~np.isin(ids, item.exclude) if len(item.exclude) else np.ones(len(ids), bool)
     cand, cscores, cranks = ids[keep], scores[keep].astype(np.float64), ranks[keep]
+    # exact when the window reaches below the positive; otherwise a lower bound (deeper than the window)
+    positive_rank = 1 + int((cscores > first_pos).sum())
     if rescorer is not None and len(cand):
         cscores = rescorer.score(item.query, cand)
         order = np.argsort(-cscores, kind="stable")
@@ -172,5 +177,6 @@ def _evaluate(item: MineItem, ids: np.ndarray, scores: np.ndarray, whole: bool, 
     short = method.short_reason(cscores, lowest, cfg.k, whole) if len(pick) < cfg.k else None
     return Mined(docs=cand[pick], scores=cscores[pick], ranks=cranks[pick],
                  positive_scores=np.asarray(pos_scores, dtype=np.float64), lowest_positive=lowest,
-                 valid=int(len(valid)), depth=int(depth_used), rounds=rounds, rejected=rejected,
+                 valid=int(len(valid)), depth=int(depth_used), rounds=rounds, positive_rank=positive_rank,
+                 rejected=rejected,
                  short_reason=short)

@@ -29,6 +29,15 @@ def _stats(values: Sequence[float]) -> dict[str, float] | None:
             "p75": round(float(np.percentile(a, 75)), 4), "max": round(float(a.max()), 4)}
 
 
+def rank_summary(ranks: Sequence[int]) -> dict[str, Any]:
+    """How deep the teacher puts the records' own positives (ranks past the first window are lower bounds)."""
+    a = np.asarray(ranks, dtype=np.int64)
+    if not len(a):
+        return {}
+    return {"median": float(np.median(a)), "top1": int((a <= 1).sum()), "top10": int((a <= 10).sum()),
+            "top100": int((a <= 100).sum()), "queries": int(len(a))}
+
+
 def counts(k: int, n_negs: Sequence[int], short_reasons: Sequence[str | None], written: int) -> dict[str, Any]:
     """Queries in/out, negatives per query, and why queries got fewer than k."""
     hist = Counter(int(n) for n in n_negs)

@@ -1,0 +1,127 @@
+"""Each arm's training data, made by the real stages and kept for every seed and later run.
+
+* the training queries: the split's qrels, or a seeded subset of its query ids (``queries``),
+  written as a qrels file so that ``curate mine --qrels`` and the baseline read the same ones;
+* curate arms: ``curate mine`` (one mined set per distinct set of mine options, shared by
+  the arms that only differ after it), an optional ``curate filter`` recipe, then one
+  ``curate export`` per seed (the seed shuffles records and batches, as a user's would);
+* ``st`` arms: sentence-transformers' ``mine_hard_negatives`` on (query, positive) pairs.
+  ``positives: all`` (default) gives it every labelled positive of a query, so it knows them
+  all as curate does; ``rows: one`` (default) keeps the row of each query's own positive
+  (the most relevant one, as ``curate mine`` picks), so every arm trains on the same pairs.
+
+Every product sits in a folder named by a hash of what made it, written atomically by its
+stage, so a killed grid reuses what was finished and redoes only what was not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+from curate.ablate.grid import Arm, Grid
+from curate.errors import CurateError
+
+
+def digest(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def training_qrels(grid: Grid, work: Path) -> Path:
+    """The training queries as a qrels file (all of the split, or the seeded subset)."""
+    from curate.datasets.beir import read_qrels
+
+    src = Path(grid.data) / "qrels" / f"{grid.split}.tsv"
+    qrels = read_qrels(src)
+    qids = sorted(qrels)
+    if grid.queries and grid.queries < len(qids):
+        qids = sorted(random.Random(f"ablate:{grid.queries}").sample(qids, grid.queries))
+    path = work / "queries" / f"{grid.split}-{digest([str(src), qids])}.tsv"
+    if not path.is_file():
+        from curate.jsonl import atomic_write_text
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t{r}" for q in qids for d, r in qrels[q].items()]
+        atomic_write_text(path, "\n".join(lines) + "\n")
+    return path
+
+
+def mined_set(grid: Grid, arm: Arm, qrels: Path, work: Path) -> Path:
+    """``curate mine`` with the arm's options; one folder per distinct input and options."""
+    from curate.mine.main import MineOptions, run_mine
+
+    key = digest({"data": grid.data, "qrels": qrels.name, "mine": arm.mine})
+    folder = work / "mined" / key
+    out = folder / "mined.jsonl"
+    if not (folder / "mine_report.json").is_file():
+        run_mine(MineOptions(out=str(folder), data=grid.data, split=grid.split, qrels=str(qrels), plots=False,
+                             **arm.mine))
+    if arm.filter is None:
+        return out
+    from curate.filter.main import filter_main
+    from curate.llm.backend import LLMOptions
+
+    ffolder = work / "filtered" / digest({"mined": key, "recipe": arm.filter})
+    if not (ffolder / "filter_report.json").is_file():
+        filter_main(out, ffolder, arm.filter, None, None, None, Path(grid.data) / "corpus.jsonl", LLMOptions())
+    return ffolder / "filtered.jsonl"
+
+
+def curate_export(grid: Grid, arm: Arm, records: Path, seed: int, work: Path) -> Path:
+    """``curate export`` (sentence-transformers format, no dev split) of one arm for one seed."""
+    from curate.export.main import ExportOptions, run_export
+
+    key = digest({"records": str(records), "export": arm.export, "seed": seed, "batch": grid.budget.batch_size})
+    folder = work / "exports" / key
+    if not (folder / "export_report.json").is_file():
+        run_export(ExportOptions(inputs=(str(records),), out=str(folder), formats=("sentence-transformers",),
+                                 batch_size=grid.budget.batch_size, dev_fraction=0.0, seed=seed, **arm.export))
+    return folder
+
+
+def st_pairs(grid: Grid, qrels: Path, positives: str) -> tuple[list[str], list[str], dict[str, str], list[str]]:
+    """(queries, positives) rows for the miner, each query's own positive, and the corpus texts.
+
+    The query's own positive is the one ``curate mine`` makes the record's positive (most
+    relevant first, then qrels order), so both kinds of arm train on the same pairs.
+    """
+    from curate.mine.inputs import load_beir_input
+
+    inp = load_beir_input(grid.data, grid.split, qrels)
+    texts = inp.corpus.texts
+    queries, docs, own = [], [], {}
+    for it in inp.items:
+        if it.query in own:  # two ids with one text: one query, as both miners treat it
+            continue
+        own[it.query] = texts[it.positives[0]]
+        for j in it.positives if positives == "all" else it.positives[:1]:
+            queries.append(it.query)
+            docs.append(texts[j])
+    return queries, docs, own, texts
+
+
+def st_dataset(grid: Grid, arm: Arm, qrels: Path, work: Path, student):
+    """sentence-transformers' ``mine_hard_negatives`` for an ``st`` arm, saved once."""
+    import datasets
+    from sentence_transformers.util import mine_hard_negatives
+
+    opts = {k: v for k, v in arm.st.items() if k not in ("positives", "rows")}
+    positives, rows = arm.st.get("positives", "all"), arm.st.get("rows", "one")
+    folder = work / "st" / digest({"data": grid.data, "qrels": qrels.name, "st": arm.st})
+    if (folder / "dataset_info.json").is_file():
+        return datasets.load_from_disk(str(folder))
+    queries, docs, own, corpus = st_pairs(grid, qrels, positives)
+    pairs = datasets.Dataset.from_dict({"anchor": queries, "positive": docs})
+    mined = mine_hard_negatives(pairs, student, corpus=corpus, output_format="n-tuple", verbose=False,
+                                cache_folder=str(work / "st" / "embeddings"), **opts)
+    if rows == "one":
+        mined = mined.filter(lambda r: own.get(r["anchor"]) == r["positive"])
+    if len(mined) == 0:
+        raise CurateError(f"arm '{arm.name}': sentence-transformers mined no rows with these options")
+    tmp = folder.with_name(folder.name + ".tmp")
+    mined.save_to_disk(str(tmp))
+    tmp.replace(folder)
+    return datasets.load_from_disk(str(folder))

@@ -1,0 +1,176 @@
+"""The ablation grid: one YAML file naming the data, the student, the budget and the arms.
+
+An arm is either a curate recipe (``mine`` / ``filter`` / ``export`` options over the same
+input), ``kind: st`` (sentence-transformers' ``mine_hard_negatives`` with its own options,
+trained as its documentation recommends), or ``kind: base`` (the untrained student).  Every
+key is checked against the options the stage really has, so a typo is a one-line error
+naming the file and the arm, before anything runs.
+
+    data: ../shared/data/scifact        # BEIR folder; paths are relative to the grid file
+    split: train
+    queries: 640                        # optional: the same seeded subset of queries for every arm
+    eval: {data: ../shared/data/scifact, split: test, light: true}
+    student: null                       # null: the bundled all-MiniLM-L6-v2
+    budget: {steps: 40, batch_size: 16, lr: 2.0e-5, max_seq_length: 128}
+    seeds: [0, 1, 2]
+    arms:
+      base: {kind: base}
+      st-naive: {kind: st, st: {num_negatives: 4}}
+      default: {}                        # curate mine -> curate export with their defaults
+      none: {export: {curriculum: none}}
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from curate.errors import CurateError
+from curate.yamlfile import read_yaml_mapping
+
+KINDS = ("curate", "st", "base")
+# options the grid sets itself (input, output, batch size, seed): an arm may not change them
+MINE_FIXED = {"out", "data", "split", "qrels", "pairs", "records", "hf", "corpus", "limit", "check_qrels", "plots"}
+EXPORT_FIXED = {"inputs", "out", "formats", "batch_size", "seed", "dev_fraction"}
+ST_OWN = {"positives", "rows"}  # ablate's own keys for the st arm (see arms.st_pairs)
+ST_FIXED = {"dataset", "model", "anchor_column_name", "positive_column_name", "corpus", "output_format",
+            "cache_folder", "verbose", "as_triplets", "margin", "use_multi_process", "cross_encoder"}
+
+
+@dataclass
+class Budget:
+    steps: int = 40
+    batch_size: int = 16
+    lr: float = 2e-5
+    max_seq_length: int = 128
+    warmup_ratio: float = 0.1
+
+
+@dataclass
+class Arm:
+    name: str
+    kind: str = "curate"
+    mine: dict[str, Any] = field(default_factory=dict)
+    filter: str | None = None  # a filter recipe run between mine and export
+    export: dict[str, Any] = field(default_factory=dict)
+    st: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Grid:
+    path: Path
+    data: str
+    eval_data: str
+    split: str = "train"
+    eval_split: str = "test"
+    light: bool = True
+    queries: int | None = None
+    student: str | None = None
+    budget: Budget = field(default_factory=Budget)
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    arms: list[Arm] = field(default_factory=list)
+
+    @property
+    def baselines(self) -> list[str]:
+        return [a.name for a in self.arms if a.kind == "st"]
+
+
+def _check_keys(where: str, given: dict[str, Any], allowed: set[str], fixed: set[str] = frozenset()) -> None:
+    for key in given:
+        if key in fixed:
+            raise CurateError(f"{where}: '{key}' is set by the grid itself and cannot be changed per arm")
+        if key not in allowed:
+            raise CurateError(f"{where}: unknown option '{key}' (choose from {', '.join(sorted(allowed - fixed))})")
+
+
+def _mapping(where: str, value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise CurateError(f"{where}: expected a mapping, got {type(value).__name__}")
+    return dict(value)
+
+
+def _st_parameters() -> set[str]:
+    from sentence_transformers.util import mine_hard_negatives
+
+    return set(inspect.signature(mine_hard_negatives).parameters)
+
+
+def _arm(path: Path, name: str, spec: Any) -> Arm:
+    from curate.export.main import ExportOptions
+    from curate.mine.main import MineOptions
+
+    where = f"{path}: arm '{name}'"
+    spec = _mapping(where, spec)
+    _check_keys(where, spec, {"kind", "mine", "filter", "export", "st"})
+    kind = spec.get("kind", "curate")
+    if kind not in KINDS:
+        raise CurateError(f"{where}: kind {kind!r}: choose {', '.join(KINDS)}")
+    arm = Arm(name=name, kind=kind, mine=_mapping(f"{where} mine", spec.get("mine")),
+              export=_mapping(f"{where} export", spec.get("export")), st=_mapping(f"{where} st", spec.get("st")),
+              filter=spec.get("filter"))
+    if kind != "curate" and (arm.mine or arm.export or arm.filter):
+        raise CurateError(f"{where}: mine/filter/export options belong to curate arms (kind: curate)")
+    if kind != "st" and arm.st:
+        raise CurateError(f"{where}: st options belong to kind: st")
+    _check_keys(f"{where} mine", arm.mine, {f.name for f in fields(MineOptions)}, MINE_FIXED)
+    _check_keys(f"{where} export", arm.export, {f.name for f in fields(ExportOptions)}, EXPORT_FIXED)
+    if arm.st:
+        _check_keys(f"{where} st", arm.st, _st_parameters() | ST_OWN, ST_FIXED)
+    if arm.st.get("positives", "all") not in ("all", "one"):
+        raise CurateError(f"{where} st: positives must be 'all' or 'one'")
+    if arm.st.get("rows", "one") not in ("all", "one"):
+        raise CurateError(f"{where} st: rows must be 'all' or 'one'")
+    if arm.filter is not None and not isinstance(arm.filter, str):
+        raise CurateError(f"{where}: filter must be a recipe name or file")
+    return arm
+
+
+def _folder(path: Path, value: Any, what: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise CurateError(f"{path}: '{what}' must be a BEIR folder path")
+    folder = Path(value).expanduser()
+    folder = folder if folder.is_absolute() else (path.parent / folder)
+    if not (folder / "corpus.jsonl").is_file():
+        raise CurateError(f"{path}: {what} {value!r} is not a BEIR folder (no corpus.jsonl in {folder})")
+    return str(folder.resolve())
+
+
+def load_grid(path: str | Path) -> Grid:
+    path = Path(path)
+    if not path.is_file():
+        raise CurateError(f"{path}: no such grid file")
+    obj = read_yaml_mapping(path, "grid (data, eval, budget, seeds, arms)")
+    _check_keys(str(path), obj, {"data", "split", "queries", "eval", "student", "budget", "seeds", "arms"})
+    ev = _mapping(f"{path}: eval", obj.get("eval"))
+    _check_keys(f"{path}: eval", ev, {"data", "split", "light"})
+    budget_in = _mapping(f"{path}: budget", obj.get("budget"))
+    _check_keys(f"{path}: budget", budget_in, {f.name for f in fields(Budget)})
+    try:
+        budget = Budget(**{k: type(getattr(Budget(), k))(v) for k, v in budget_in.items()})
+    except (TypeError, ValueError) as e:
+        raise CurateError(f"{path}: budget: {e}") from None
+    if budget.steps < 1 or budget.batch_size < 2 or budget.lr <= 0 or budget.max_seq_length < 8:
+        raise CurateError(f"{path}: budget needs steps >= 1, batch_size >= 2, lr > 0, max_seq_length >= 8")
+    seeds = obj.get("seeds", [0, 1, 2])
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) for s in seeds):
+        raise CurateError(f"{path}: seeds must be a non-empty list of integers")
+    arms_in = obj.get("arms")
+    if not isinstance(arms_in, dict) or not arms_in:
+        raise CurateError(f"{path}: 'arms' must map arm names to their options")
+    queries = obj.get("queries")
+    if queries is not None and (not isinstance(queries, int) or queries < 2):
+        raise CurateError(f"{path}: queries must be an integer of at least 2 (or left out: all)")
+    data = _folder(path, obj.get("data"), "data")
+    grid = Grid(path=path, data=data, eval_data=_folder(path, ev.get("data", obj.get("data")), "eval data"),
+                split=str(obj.get("split", "train")), eval_split=str(ev.get("split", "test")),
+                light=bool(ev.get("light", True)), queries=queries, student=obj.get("student"),
+                budget=budget, seeds=list(dict.fromkeys(seeds)),
+                arms=[_arm(path, str(name), spec) for name, spec in arms_in.items()])
+    for name in {a.name for a in grid.arms}:
+        if "/" in name or name.startswith("."):
+            raise CurateError(f"{path}: arm name {name!r} cannot contain '/' or start with '.'")
+    return grid

@@ -1,0 +1,213 @@
+"""``curate ablate``: every arm x seed trained and evaluated, resumable, one report.
+
+Layout of ``--out``:
+
+    queries/    the training queries (qrels file)        mined/ filtered/ exports/ st/   arm data
+    runs/ARM/seed-S.json   one finished run (metrics, training numbers)   <- resume reads these
+    models/     the model being trained (removed after its evaluation unless keep_models)
+    ablate_report.json, ablate.png
+
+A run's result is written only after its evaluation, atomically, so a killed grid
+continues with the runs that have no result yet.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from curate.ablate import arms as data
+from curate.ablate import report as rep
+from curate.ablate.grid import Arm, Grid, load_grid
+from curate.ablate.train import fine_tune
+from curate.errors import CurateError
+from curate.jsonl import atomic_write_json
+
+REPORT = "ablate_report.json"
+CHART = "ablate.png"
+
+
+@dataclass
+class AblateOptions:
+    grid: str
+    out: str
+    seeds: tuple[int, ...] = ()  # override the grid's seeds
+    steps: int | None = None  # override the grid's budget
+    queries: int | None = None  # override the grid's number of training queries (0: all)
+    max_seq_length: int | None = None  # override the grid's training length
+    arms: tuple[str, ...] = ()  # run only these arms (the report still shows every finished one)
+    light: bool | None = None  # override the grid's evaluation mode
+    keep_models: bool = False
+    say: Any = field(default=None, repr=False)
+
+
+def _evaluate(grid: Grid, model: str | None) -> dict[str, Any]:
+    from curate.evaluate.main import EvalOptions, run_eval
+
+    report = run_eval(EvalOptions(data=grid.eval_data, split=grid.eval_split, model=model, light=grid.light))
+    return {"metrics": report["metrics"], "queries": report["queries"], "docs": report["docs"],
+            "precision": report["model"]["precision"], "eval_s": report["seconds"]["total"]}
+
+
+def _rows(grid: Grid, arm: Arm, seed: int, work: Path, qrels: Path):
+    """The training rows of one arm for one seed, and whether they are read in file order."""
+    import datasets
+
+    if arm.kind == "st":
+        from curate.ablate.train import load_student
+
+        return data.st_dataset(grid, arm, qrels, work, load_student(grid.student)), False
+    records = data.mined_set(grid, arm, qrels, work)
+    folder = data.curate_export(grid, arm, records, seed, work)
+    files = sorted(str(p) for p in (folder / "data").glob("train-*.parquet"))
+    if not files:
+        raise CurateError(f"arm '{arm.name}': the export has no training rows ({folder})")
+    return datasets.load_dataset("parquet", data_files=files, split="train"), True
+
+
+def run_one(grid: Grid, arm: Arm, seed: int, work: Path, qrels: Path, keep_model: bool) -> dict[str, Any]:
+    started = time.perf_counter()
+    result: dict[str, Any] = {"arm": arm.name, "kind": arm.kind, "seed": seed}
+    if arm.kind == "base":
+        result.update(_evaluate(grid, grid.student))
+    else:
+        rows, in_order = _rows(grid, arm, seed, work, qrels)
+        model_dir = work / "models" / f"{arm.name}-seed{seed}"
+        shutil.rmtree(model_dir, ignore_errors=True)
+        result["training"] = {**fine_tune(grid.student, rows, grid.budget, seed, in_order, model_dir),
+                              "order": "export" if in_order else "no-duplicates"}
+        result.update(_evaluate(grid, str(model_dir)))
+        if not keep_model:
+            shutil.rmtree(model_dir, ignore_errors=True)
+    result["wall_s"] = round(time.perf_counter() - started, 1)
+    return result
+
+
+def effective(arm: Arm) -> str:
+    """What an arm really runs, defaults filled in: two arms with the same key train the same."""
+    from dataclasses import asdict
+
+    from curate.export.main import ExportOptions
+    from curate.mine.main import MineOptions
+
+    if arm.kind == "base":
+        return "base"
+    if arm.kind == "st":
+        return data.digest({"st": {"positives": "all", "rows": "one", **arm.st}})
+    mine = asdict(MineOptions(out="", **arm.mine))
+    export = asdict(ExportOptions(inputs=(), out="", **arm.export))
+    return data.digest({"mine": mine, "filter": arm.filter, "export": export})
+
+
+def _result_path(work: Path, arm: str, seed: int) -> Path:
+    return work / "runs" / arm / f"seed-{seed}.json"
+
+
+def _finished(work: Path, grid: Grid) -> dict[str, list[dict[str, Any]]]:
+    from curate.evaluate.store import read_json
+
+    out: dict[str, list[dict[str, Any]]] = {}
+    for arm in grid.arms:
+        seeds = grid.seeds[:1] if arm.kind == "base" else grid.seeds
+        found = [read_json(_result_path(work, arm.name, s)) for s in seeds]
+        out[arm.name] = [r for r in found if r and isinstance(r.get("metrics"), dict)]
+    return out
+
+
+def _budget_key(grid: Grid) -> dict[str, Any]:
+    """What makes finished runs comparable: a result made under another budget is not reused."""
+    from dataclasses import asdict
+
+    return {"budget": asdict(grid.budget), "student": grid.student, "queries": grid.queries,
+            "data": grid.data, "split": grid.split, "eval": [grid.eval_data, grid.eval_split, grid.light]}
+
+
+def _quiet() -> None:
+    """The stages' own progress bars (datasets, sentence-transformers) would bury the run's lines."""
+    import os
+
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    try:
+        import datasets
+
+        datasets.disable_progress_bars()
+    except ImportError:
+        pass
+
+
+def run_ablate(opts: AblateOptions) -> dict[str, Any]:
+    say = opts.say or (lambda msg: None)
+    _quiet()
+    grid = load_grid(opts.grid)
+    if opts.seeds:
+        grid.seeds = list(dict.fromkeys(opts.seeds))
+    if opts.steps is not None:
+        if opts.steps < 1:
+            raise CurateError("--steps must be at least 1")
+        grid.budget.steps = opts.steps
+    if opts.light is not None:
+        grid.light = opts.light
+    if opts.queries is not None:
+        grid.queries = opts.queries or None
+    if opts.max_seq_length is not None:
+        grid.budget.max_seq_length = opts.max_seq_length
+    unknown = [a for a in opts.arms if a not in {arm.name for arm in grid.arms}]
+    if unknown:
+        raise CurateError(f"--arm {unknown[0]!r} is not in {grid.path} "
+                          f"(arms: {', '.join(a.name for a in grid.arms)})")
+    work = Path(opts.out) / f"grid-{data.digest(_budget_key(grid))}"
+    work.mkdir(parents=True, exist_ok=True)
+    qrels = data.training_qrels(grid, work)
+
+    # seed by seed: a grid stopped half-way has every arm at the same number of seeds
+    todo = [(arm, s) for s in grid.seeds for arm in grid.arms
+            if (not opts.arms or arm.name in opts.arms) and (arm.kind != "base" or s == grid.seeds[0])
+            and not _result_path(work, arm.name, s).is_file()]
+    say(f"{len(todo)} run(s) to do in {work}")
+    keys = {arm.name: effective(arm) for arm in grid.arms}
+    for n, (arm, seed) in enumerate(todo, 1):
+        say(f"[{n}/{len(todo)}] arm {arm.name}, seed {seed}")
+        twin = next((a.name for a in grid.arms if a.name != arm.name and keys[a.name] == keys[arm.name]
+                     and _result_path(work, a.name, seed).is_file()), None)
+        if twin is not None:
+            from curate.evaluate.store import read_json
+
+            say(f"  same options as arm {twin}: its result is reused")
+            result = {**read_json(_result_path(work, twin, seed)), "arm": arm.name, "same_as": twin}
+        else:
+            result = run_one(grid, arm, seed, work, qrels, opts.keep_models)
+        atomic_write_json(_result_path(work, arm.name, seed), result)
+        say(f"  {arm.name} seed {seed}: ndcg@10 {result['metrics']['ndcg@10']:.4f} ({result['wall_s']:.0f} s)")
+    return write_report(grid, work, Path(opts.out))
+
+
+def write_report(grid: Grid, work: Path, out: Path) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    results = _finished(work, grid)
+    rows = rep.summarise(results, grid.baselines)
+    done = [r for r in rows if r["kind"] == "st" and r["mean"] is not None]
+    best = max(done, key=lambda r: r["mean"])["arm"] if done else None
+    title = (f"{Path(grid.data).name} {grid.split} -> {Path(grid.eval_data).name} {grid.eval_split}"
+             f"{' (light)' if grid.light else ''}: {grid.budget.steps} steps x {grid.budget.batch_size}, "
+             f"{len(grid.seeds)} seed(s)")
+    chart = rep.write_chart(rows, out / CHART, title)
+    report = {"grid": str(grid.path), "title": title, "work": str(work), **_budget_key(grid),
+              "seeds": grid.seeds, "metric": rep.METRIC, "best_baseline": best,
+              "arms": {a.name: asdict(a) for a in grid.arms}, "summary": rows, "runs": results,
+              "chart": chart.name if chart else None}
+    atomic_write_json(out / REPORT, report)
+    return report
+
+
+def ablate_main(opts: AblateOptions) -> dict[str, Any]:
+    from curate.progress import console
+
+    opts.say = opts.say or (lambda msg: console.print(f"curate ablate: {msg}"))
+    report = run_ablate(opts)
+    rep.print_table(report["summary"], report["best_baseline"])
+    console.print(f"wrote {Path(opts.out) / REPORT}" + (f" and {Path(opts.out) / CHART}" if report["chart"] else ""))
+    return report

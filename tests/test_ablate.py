@@ -1,0 +1,127 @@
+"""``curate ablate`` on a tiny grid: real mining, export, training and evaluation, a few steps on
+the CPU, on a small BEIR folder cut from SciFact (the full grid is a benchmark, not a test)."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from curate.ablate.grid import load_grid
+from curate.ablate.main import AblateOptions, run_ablate
+from curate.datasets.beir import load_beir
+from curate.errors import CurateError
+from tests.helpers import SHARED_DATA, assert_one_line_error, run_curate
+from tests.mine_helpers import write_beir
+
+GRID = """\
+data: {data}
+queries: 20
+eval: {{data: {data}, split: test, light: false}}
+budget: {{steps: 2, batch_size: 4, lr: 2.0e-5, max_seq_length: 48}}
+seeds: [0, 1]
+arms:
+  base: {{kind: base}}
+  st: {{kind: st, st: {{num_negatives: 2}}}}
+  default: {{mine: {{k: 2}}}}
+  same-as-default: {{mine: {{k: 2, method: percpos}}}}
+"""
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A BEIR folder: 30 train and 15 test SciFact claims, their abstracts and 150 others."""
+    tmp = tmp_path_factory.mktemp("ablate")
+    train, test = load_beir(SHARED_DATA / "scifact", "train"), load_beir(SHARED_DATA / "scifact", "test")
+    rng = random.Random(3)
+    tq = rng.sample(sorted(train.qrels), 30)
+    eq = rng.sample(sorted(test.qrels), 15)
+    docs = {d for q in tq for d in train.qrels[q]} | {d for q in eq for d in test.qrels[q]}
+    docs |= set(rng.sample(sorted(train.corpus), 150))
+    folder = write_beir(tmp / "beir", {d: train.corpus[d] for d in sorted(docs)},
+                        {**{q: train.queries[q] for q in tq}, **{q: test.queries[q] for q in eq}},
+                        {q: train.qrels[q] for q in tq})
+    (folder / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{s}\n" for q in eq for d, s in test.qrels[q].items()))
+    grid = tmp / "grid.yaml"
+    grid.write_text(GRID.format(data=folder))
+    return {"tmp": tmp, "grid": grid, "folder": folder}
+
+
+def _say(log):
+    return lambda msg: log.append(msg)
+
+
+def test_tiny_grid_report_baseline_and_resume(tiny, monkeypatch):
+    monkeypatch.setenv("CURATE_CACHE_DIR", str(tiny["tmp"] / "cache"))
+    out = tiny["tmp"] / "out"
+    log: list[str] = []
+    report = run_ablate(AblateOptions(grid=str(tiny["grid"]), out=str(out), say=_say(log)))
+    work = Path(report["work"])
+    rows = {r["arm"]: r for r in report["summary"]}
+    assert set(rows) == {"base", "st", "default", "same-as-default"}
+    assert rows["base"]["seeds"] == [0]  # the untrained model is evaluated once
+    for arm in ("st", "default", "same-as-default"):
+        assert rows[arm]["seeds"] == [0, 1] and len(rows[arm]["values"]) == 2
+        runs = report["runs"][arm]
+        assert all(r["training"]["steps"] == 2 for r in runs)
+        assert rows[arm]["vs_base"] == pytest.approx(rows[arm]["mean"] - rows["base"]["mean"])
+        assert rows[arm]["vs_best_baseline"] == pytest.approx(rows[arm]["mean"] - rows["st"]["mean"])
+    assert report["best_baseline"] == "st"
+    st_run, cur_run = report["runs"]["st"][0], report["runs"]["default"][0]
+    assert st_run["training"]["order"] == "no-duplicates" and st_run["training"]["negatives_per_row"] == 2
+    assert cur_run["training"]["order"] == "export" and cur_run["training"]["negatives_per_row"] == 2
+    assert cur_run["training"]["rows"] <= 20 and st_run["training"]["rows"] <= 20  # the 20 sampled queries
+    # the baseline's rows: sentence-transformers' miner on the same queries, one row per query
+    st_rows = report["runs"]["st"][0]["training"]["rows"]
+    assert 10 <= st_rows <= 20
+    # an arm whose options come to the default's is not trained again
+    assert report["runs"]["same-as-default"][0]["metrics"] == report["runs"]["default"][0]["metrics"]
+    assert any("same options as arm default" in m for m in log)
+    assert (out / "ablate_report.json").is_file() and (out / "ablate.png").is_file()
+    assert json.loads((out / "ablate_report.json").read_text())["summary"] == report["summary"]
+    assert not any((work / "models").iterdir())  # models are removed once evaluated
+
+    # resume: nothing to do; then a lost run (as after a kill) is the only one redone
+    stamps = {p: p.stat().st_mtime_ns for p in (work / "runs").rglob("*.json")}
+    log.clear()
+    again = run_ablate(AblateOptions(grid=str(tiny["grid"]), out=str(out), say=_say(log)))
+    assert log[0].startswith("0 run(s) to do") and again["summary"] == report["summary"]
+    lost = work / "runs" / "st" / "seed-1.json"
+    lost.unlink()
+    log.clear()
+    third = run_ablate(AblateOptions(grid=str(tiny["grid"]), out=str(out), say=_say(log)))
+    assert log[0].startswith("1 run(s) to do") and "arm st, seed 1" in log[1]
+    assert {p: p.stat().st_mtime_ns for p in stamps if p != lost} == {p: t for p, t in stamps.items() if p != lost}
+    assert {r["arm"]: r["values"] for r in third["summary"]}["st"][0] == rows["st"]["values"][0]
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("arms: {a: {mine: {methd: naive}}}", "arm 'a' mine: unknown option 'methd'"),
+    ("arms: {a: {export: {curriculum: mgh, seed: 3}}}", "'seed' is set by the grid itself"),
+    ("arms: {a: {kind: st, st: {num_negative: 4}}}", "arm 'a' st: unknown option 'num_negative'"),
+    ("arms: {a: {kind: nope}}", "kind 'nope'"),
+    ("arms: {a: {kind: base, mine: {k: 2}}}", "belong to curate arms"),
+    ("budget: {steps: 0}\narms: {a: {}}", "budget needs steps >= 1"),
+    ("budget: {step: 3}\narms: {a: {}}", "unknown option 'step'"),
+    ("seeds: []\narms: {a: {}}", "seeds must be"),
+])
+def test_grid_errors_are_one_line_naming_the_file(tiny, text, needle):
+    grid = tiny["tmp"] / "bad.yaml"
+    grid.write_text(f"data: {tiny['folder']}\n{text}\n")
+    with pytest.raises(CurateError) as e:
+        load_grid(grid)
+    assert needle in str(e.value) and str(grid) in str(e.value)
+    proc = run_curate("ablate", str(grid), "--out", str(tiny["tmp"] / "bad-out"), timeout=120)
+    assert_one_line_error(proc, needle)
+    assert not (tiny["tmp"] / "bad-out").exists()
+
+
+def test_shipped_grids_load(tiny):
+    root = Path(__file__).resolve().parents[1] / "bench" / "grids"
+    for path in sorted(root.glob("*.yaml")):
+        grid = load_grid(path)
+        assert {"base", "st-naive", "st-margin", "default"} <= {a.name for a in grid.arms}
+        assert grid.baselines == ["st-naive", "st-margin"]
