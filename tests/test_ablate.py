@@ -79,7 +79,9 @@ def test_tiny_grid_report_baseline_and_resume(tiny, monkeypatch):
     assert 10 <= st_rows <= 20
     # an arm whose options come to the default's is not trained again
     assert report["runs"]["same-as-default"][0]["metrics"] == report["runs"]["default"][0]["metrics"]
-    assert any("same options as arm default" in m for m in log)
+    assert sum("arms default, same-as-default, seed" in m for m in log) == 2  # trained once per seed
+    assert report["arms"]["same-as-default"]["same_as"] == ["default"]
+    assert report["runs"]["default"][0]["options"]["mine"]["positive_top"] == 10  # defaults filled in
     assert (out / "ablate_report.json").is_file() and (out / "ablate.png").is_file()
     assert json.loads((out / "ablate_report.json").read_text())["summary"] == report["summary"]
     assert not any((work / "models").iterdir())  # models are removed once evaluated
@@ -89,13 +91,19 @@ def test_tiny_grid_report_baseline_and_resume(tiny, monkeypatch):
     log.clear()
     again = run_ablate(AblateOptions(grid=str(tiny["grid"]), out=str(out), say=_say(log)))
     assert log[0].startswith("0 run(s) to do") and again["summary"] == report["summary"]
-    lost = work / "runs" / "st" / "seed-1.json"
+    lost = work / "runs" / report["arms"]["st"]["key"] / "seed-1.json"
     lost.unlink()
     log.clear()
     third = run_ablate(AblateOptions(grid=str(tiny["grid"]), out=str(out), say=_say(log)))
     assert log[0].startswith("1 run(s) to do") and "arm st, seed 1" in log[1]
     assert {p: p.stat().st_mtime_ns for p in stamps if p != lost} == {p: t for p, t in stamps.items() if p != lost}
     assert {r["arm"]: r["values"] for r in third["summary"]}["st"][0] == rows["st"]["values"][0]
+    # the command line: --report gathers the finished runs into the table and trains nothing
+    proc = run_curate("ablate", str(tiny["grid"]), "--out", str(out), "--report", "--arm", "st", timeout=300,
+                      env={"CURATE_CACHE_DIR": str(tiny["tmp"] / "cache")})
+    assert proc.returncode == 0, proc.stderr
+    shown = proc.stdout + proc.stderr
+    assert "0 run(s) to do" in shown and "same-as-default" in shown and "vs st" in shown
 
 
 @pytest.mark.parametrize("text,needle", [

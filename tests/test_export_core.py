@@ -252,6 +252,17 @@ def test_ordered_keeps_every_negative_and_trains_easy_records_first(data):
     assert report["curriculum"]["arm"] == "ordered"
 
 
+def test_instruction_auto_is_none_for_one_task_and_e5_for_several(data):
+    mined, report = _export(data["tmp"], [data["mined"]], "auto-one", dev_fraction=0)
+    assert report["parameters"]["instruction"] == "none" and report["parameters"]["instruction_asked"] == "auto"
+    assert all(r.query_text == r.query and r.instruction == "" for r in mined)
+    both, report = _export(data["tmp"], [data["gen"], data["mined"]], "auto-many", dev_fraction=0)
+    assert report["parameters"]["instruction"] == "e5"
+    assert all(r.query_text == f"Instruct: {r.task}\nQuery: {r.query}" for r in both)
+    _, report = _export(data["tmp"], [data["mined"]], "asked-e5", dev_fraction=0, instruction="e5")
+    assert report["parameters"]["instruction"] == "e5" and "instruction_asked" not in report["parameters"]
+
+
 # ---------------------------------------------------------------------------- batching
 
 

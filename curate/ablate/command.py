@@ -19,7 +19,8 @@ import click
 @click.option("--light/--full", default=None,
               help="Evaluate on Linq's light set or the full split (default: as the grid says).")
 @click.option("--keep-models", is_flag=True, help="Keep every fine-tuned model under OUT/.../models.")
-def ablate(grid, out, seeds, steps, queries, max_seq_length, arms, light, keep_models) -> None:
+@click.option("--report", "report_only", is_flag=True, help="Only gather the runs finished so far; train nothing.")
+def ablate(grid, out, seeds, steps, queries, max_seq_length, arms, light, keep_models, report_only) -> None:
     """Train the student on every arm of GRID, several seeds each, and compare them.
 
     Arms are curate recipes (mine / filter / export options), sentence-transformers'
@@ -30,4 +31,5 @@ def ablate(grid, out, seeds, steps, queries, max_seq_length, arms, light, keep_m
 
     ablate_main(AblateOptions(grid=grid, out=out, seeds=tuple(seeds), steps=steps, queries=queries,
                               max_seq_length=max_seq_length, arms=tuple(arms),
-                              light=light, keep_models=keep_models))
+                              light=light, keep_models=keep_models,
+                              report_only=report_only))

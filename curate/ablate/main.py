@@ -3,7 +3,8 @@
 Layout of ``--out``:
 
     queries/    the training queries (qrels file)        mined/ filtered/ exports/ st/   arm data
-    runs/ARM/seed-S.json   one finished run (metrics, training numbers)   <- resume reads these
+    runs/KEY/seed-S.json   one finished run (metrics, training numbers, the options it ran with),
+                           KEY a hash of the arm's options with every default filled in  <- resume reads these
     models/     the model being trained (removed after its evaluation unless keep_models)
     ablate_report.json, ablate.png
 
@@ -41,6 +42,7 @@ class AblateOptions:
     arms: tuple[str, ...] = ()  # run only these arms (the report still shows every finished one)
     light: bool | None = None  # override the grid's evaluation mode
     keep_models: bool = False
+    report_only: bool = False  # gather the finished runs; train nothing
     say: Any = field(default=None, repr=False)
 
 
@@ -86,34 +88,37 @@ def run_one(grid: Grid, arm: Arm, seed: int, work: Path, qrels: Path, keep_model
     return result
 
 
-def effective(arm: Arm) -> str:
-    """What an arm really runs, defaults filled in: two arms with the same key train the same."""
+def resolved(arm: Arm) -> dict[str, Any]:
+    """What an arm really runs, every default filled in from the stages' options."""
     from dataclasses import asdict
 
     from curate.export.main import ExportOptions
     from curate.mine.main import MineOptions
 
     if arm.kind == "base":
-        return "base"
+        return {"kind": "base"}
     if arm.kind == "st":
-        return data.digest({"st": {"positives": "all", "rows": "one", **arm.st}})
-    mine = asdict(MineOptions(out="", **arm.mine))
-    export = asdict(ExportOptions(inputs=(), out="", **arm.export))
-    return data.digest({"mine": mine, "filter": arm.filter, "export": export})
+        return {"kind": "st", "st": {"positives": "all", "rows": "one", **arm.st}}
+    skip = {"out", "inputs"}
+    mine = {k: v for k, v in asdict(MineOptions(out="", **arm.mine)).items() if k not in skip}
+    export = {k: v for k, v in asdict(ExportOptions(inputs=(), out="", **arm.export)).items() if k not in skip}
+    return {"kind": "curate", "mine": mine, "filter": arm.filter, "export": export}
 
 
-def _result_path(work: Path, arm: str, seed: int) -> Path:
-    return work / "runs" / arm / f"seed-{seed}.json"
+def _result_path(work: Path, key: str, seed: int) -> Path:
+    """Results are filed by what the arm runs, not by its name: arms that come to the same options
+    share them, and a result never outlives a change of the arm's options or of curate's defaults."""
+    return work / "runs" / key / f"seed-{seed}.json"
 
 
-def _finished(work: Path, grid: Grid) -> dict[str, list[dict[str, Any]]]:
+def _finished(work: Path, grid: Grid, keys: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
     from curate.evaluate.store import read_json
 
     out: dict[str, list[dict[str, Any]]] = {}
     for arm in grid.arms:
         seeds = grid.seeds[:1] if arm.kind == "base" else grid.seeds
-        found = [read_json(_result_path(work, arm.name, s)) for s in seeds]
-        out[arm.name] = [r for r in found if r and isinstance(r.get("metrics"), dict)]
+        found = [read_json(_result_path(work, keys[arm.name], s)) for s in seeds]
+        out[arm.name] = [{**r, "arm": arm.name} for r in found if r and isinstance(r.get("metrics"), dict)]
     return out
 
 
@@ -162,32 +167,32 @@ def run_ablate(opts: AblateOptions) -> dict[str, Any]:
     work.mkdir(parents=True, exist_ok=True)
     qrels = data.training_qrels(grid, work)
 
-    # seed by seed: a grid stopped half-way has every arm at the same number of seeds
-    todo = [(arm, s) for s in grid.seeds for arm in grid.arms
-            if (not opts.arms or arm.name in opts.arms) and (arm.kind != "base" or s == grid.seeds[0])
-            and not _result_path(work, arm.name, s).is_file()]
+    keys = {arm.name: data.digest(resolved(arm)) for arm in grid.arms}
+    # seed by seed, so that a grid stopped half-way has its arms at the same number of seeds
+    todo: dict[tuple[str, int], list[Arm]] = {}
+    for s in grid.seeds:
+        for arm in grid.arms:
+            if (opts.arms and arm.name not in opts.arms) or (arm.kind == "base" and s != grid.seeds[0]):
+                continue
+            if not opts.report_only and not _result_path(work, keys[arm.name], s).is_file():
+                todo.setdefault((keys[arm.name], s), []).append(arm)
     say(f"{len(todo)} run(s) to do in {work}")
-    keys = {arm.name: effective(arm) for arm in grid.arms}
-    for n, (arm, seed) in enumerate(todo, 1):
-        say(f"[{n}/{len(todo)}] arm {arm.name}, seed {seed}")
-        twin = next((a.name for a in grid.arms if a.name != arm.name and keys[a.name] == keys[arm.name]
-                     and _result_path(work, a.name, seed).is_file()), None)
-        if twin is not None:
-            from curate.evaluate.store import read_json
-
-            say(f"  same options as arm {twin}: its result is reused")
-            result = {**read_json(_result_path(work, twin, seed)), "arm": arm.name, "same_as": twin}
-        else:
-            result = run_one(grid, arm, seed, work, qrels, opts.keep_models)
-        atomic_write_json(_result_path(work, arm.name, seed), result)
-        say(f"  {arm.name} seed {seed}: ndcg@10 {result['metrics']['ndcg@10']:.4f} ({result['wall_s']:.0f} s)")
+    for n, ((key, seed), arms) in enumerate(todo.items(), 1):
+        arm = arms[0]
+        names = ", ".join(a.name for a in arms)
+        say(f"[{n}/{len(todo)}] arm{'s' if len(arms) > 1 else ''} {names}, seed {seed}")
+        result = run_one(grid, arm, seed, work, qrels, opts.keep_models)
+        result["options"] = resolved(arm)
+        atomic_write_json(_result_path(work, key, seed), result)
+        say(f"  {names} seed {seed}: ndcg@10 {result['metrics']['ndcg@10']:.4f} ({result['wall_s']:.0f} s)")
     return write_report(grid, work, Path(opts.out))
 
 
 def write_report(grid: Grid, work: Path, out: Path) -> dict[str, Any]:
     from dataclasses import asdict
 
-    results = _finished(work, grid)
+    keys = {arm.name: data.digest(resolved(arm)) for arm in grid.arms}
+    results = _finished(work, grid, keys)
     rows = rep.summarise(results, grid.baselines)
     done = [r for r in rows if r["kind"] == "st" and r["mean"] is not None]
     best = max(done, key=lambda r: r["mean"])["arm"] if done else None
@@ -197,7 +202,10 @@ def write_report(grid: Grid, work: Path, out: Path) -> dict[str, Any]:
     chart = rep.write_chart(rows, out / CHART, title)
     report = {"grid": str(grid.path), "title": title, "work": str(work), **_budget_key(grid),
               "seeds": grid.seeds, "metric": rep.METRIC, "best_baseline": best,
-              "arms": {a.name: asdict(a) for a in grid.arms}, "summary": rows, "runs": results,
+              "arms": {a.name: {**asdict(a), "key": keys[a.name],
+                                "same_as": [b.name for b in grid.arms if b is not a and keys[b.name] == keys[a.name]]}
+                       for a in grid.arms},
+              "summary": rows, "runs": results,
               "chart": chart.name if chart else None}
     atomic_write_json(out / REPORT, report)
     return report

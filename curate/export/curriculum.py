@@ -148,14 +148,24 @@ def pick(levels: Sequence[int], target: int | None, n: int | None) -> list[int]:
     return sorted(chosen, key=lambda k: (levels[k], k))
 
 
-class Targets:
-    """The level each training row aims at: its phase's, or a seeded draw for ``random``."""
+class RowNegatives:
+    """The negatives each row carries: ``per_row`` of its phase's level (a seeded draw per row
+    for ``random``; the nearest levels where the record lacks it), or every negative under
+    ``ordered`` and ``none``.  Dev rows (``phase=None``) carry the hardest, as many as training rows."""
 
-    def __init__(self, curriculum: Curriculum, seed: int):
+    def __init__(self, curriculum: Curriculum, per_row: int | None, seed: int):
         self.curriculum = curriculum
+        self.per_row = per_row if (per_row or curriculum.all_negatives) else 1
         self._rng = random.Random(f"{seed}:random-levels")
 
-    def __call__(self, phase: int) -> int | None:
+    def target(self, phase: int | None) -> int | None:
+        if phase is None or self.curriculum.all_negatives:
+            return None
         if self.curriculum.name == "random":
             return self._rng.randint(1, 4)
         return self.curriculum.phase_levels[phase]
+
+    def __call__(self, levels: Sequence[int], phase: int | None) -> tuple[list[int], int | None]:
+        """Indices of the row's negatives, and the level it aimed at."""
+        target = self.target(phase)
+        return pick(levels, target, self.per_row), target

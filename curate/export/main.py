@@ -21,7 +21,7 @@ from typing import Any
 from curate.errors import CurateError
 from curate.export.batching import LAYOUTS, TASK_ORDERS, BatchOptions, Placed, schedule, task_rank
 from curate.export.build import build_row
-from curate.export.curriculum import Curriculum, Targets, deal, parse_curriculum, pick
+from curate.export.curriculum import Curriculum, RowNegatives, deal, parse_curriculum
 from curate.export.decontaminate import decontaminate
 from curate.export.inputs import load_inputs
 from curate.export.instructions import Instruction, resolve
@@ -99,12 +99,11 @@ def _check(opts: ExportOptions, writers: dict[str, Callable]) -> tuple[Curriculu
 
 
 def _rows(placed: list[Placed], split: str, levels: dict[int, list[int]], curriculum: Curriculum,
-          targets: Targets | None, n_neg: int | None, instruction: Instruction, stats: Counter) -> list[ExportRow]:
+          negatives: RowNegatives, instruction: Instruction, stats: Counter) -> list[ExportRow]:
     rows = []
     for p in placed:
         lv = levels[id(p.item)]
-        target = targets(p.phase) if targets is not None else None
-        chosen = pick(lv, target, n_neg)
+        chosen, target = negatives(lv, p.phase if split == "train" else None)
         if not chosen:
             stats["rows_without_negatives"] += 1
         elif target is not None and any(lv[k] != target for k in chosen):
@@ -190,14 +189,14 @@ def run_export(opts: ExportOptions) -> dict[str, Any]:
                         "note": "left over at the end of a split and would repeat a query or positive "
                                 "in its last batch"})
 
-    n_neg = opts.negatives_per_row if (opts.negatives_per_row or curriculum.all_negatives) else 1
     stats: Counter = Counter()
-    targets = None if curriculum.all_negatives else Targets(curriculum, opts.seed)
-    rows = _rows(placed, "train", levels, curriculum, targets, n_neg, instruction, stats)
-    rows += _rows(dev_placed, "dev", levels, curriculum, None, n_neg, instruction, stats)
+    negatives = RowNegatives(curriculum, opts.negatives_per_row, opts.seed)
+    rows = _rows(placed, "train", levels, curriculum, negatives, instruction, stats)
+    rows += _rows(dev_placed, "dev", levels, curriculum, negatives, instruction, stats)
 
     params = {k: v for k, v in asdict(opts).items() if k != "out"}
-    params.update(formats=formats, curriculum=str(curriculum), negatives_per_row=n_neg, instruction=instruction_spec)
+    params.update(formats=formats, curriculum=str(curriculum), negatives_per_row=negatives.per_row,
+                  instruction=instruction_spec)
     if opts.instruction == "auto":
         params["instruction_asked"] = "auto"
     card: dict[str, Any] = {

@@ -1,0 +1,88 @@
+#!/usr/bin/env python
+"""Which recipe trains the better student: the shipped grids on SciFact and NFCorpus.
+
+    .venv/bin/python bench/ablate.py                 # the reduced CPU form (README figures)
+    .venv/bin/python bench/ablate.py --form gpu      # issue 9's budget: 200 steps, full test split
+    .venv/bin/python bench/ablate.py --arm default --arm st-margin --seed 0
+
+Runs ``curate ablate bench/grids/{scifact,nfcorpus}.yaml`` as a user would (resumable: a
+second call continues where the first stopped), then gathers both reports into
+``bench/results/ablate-FORM.json`` and prints one markdown table: NDCG@10 mean ± std per arm,
+and the difference to the untrained model.
+
+The CPU form: 40 steps of 16 rows (MultipleNegativesRankingLoss), texts cut to 64 tokens
+while training, a seeded subset of 640 training queries (the same for every arm, so that the
+budget covers about one pass of the curriculum), evaluation on Linq's light test set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+FORMS = {
+    "cpu": ["--steps", "40", "--queries", "640", "--max-seq-length", "64", "--light"],
+    "gpu": [],  # the grid's own budget
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--form", choices=sorted(FORMS), default="cpu")
+    ap.add_argument("--dataset", action="append", choices=["scifact", "nfcorpus"], default=None)
+    ap.add_argument("--arm", action="append", default=[], help="Only these arms (repeatable).")
+    ap.add_argument("--seed", action="append", type=int, default=[], help="Only these seeds (repeatable).")
+    ap.add_argument("--runs", default=str(REPO / "runs"), help="Where the grids keep their runs.")
+    ap.add_argument("--report-only", action="store_true", help="Gather what has finished; train nothing.")
+    args = ap.parse_args()
+
+    datasets = args.dataset or ["scifact", "nfcorpus"]
+    results = {}
+    for name in datasets:
+        out = Path(args.runs) / f"ablate-{name}-{args.form}"
+        cmd = [sys.executable, "-m", "curate", "ablate", str(REPO / "bench" / "grids" / f"{name}.yaml"),
+               "--out", str(out), *FORMS[args.form]]
+        cmd += [x for a in args.arm for x in ("--arm", a)] + [x for s in args.seed for x in ("--seed", str(s))]
+        if args.report_only:
+            cmd.append("--report")
+        proc = subprocess.run(cmd, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        if proc.returncode != 0:
+            sys.exit(f"curate ablate {name} failed ({proc.returncode})")
+        results[name] = json.loads((out / "ablate_report.json").read_text())
+
+    path = REPO / "bench" / "results" / f"ablate-{args.form}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    machine = {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()}
+    path.write_text(json.dumps({"form": args.form, "machine": machine, "datasets": {
+        n: {k: r[k] for k in ("title", "budget", "queries", "seeds", "best_baseline", "summary")}
+        for n, r in results.items()}}, indent=1) + "\n")
+    print(table(results))
+    print(f"\nwrote {path}")
+
+
+def table(results: dict) -> str:
+    names = list(results)
+    arms = list(dict.fromkeys(r["arm"] for n in names for r in results[n]["summary"]))
+    lines = ["| arm | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for arm in arms:
+        cells = []
+        for n in names:
+            row = next((r for r in results[n]["summary"] if r["arm"] == arm), None)
+            if row is None or row["mean"] is None:
+                cells.append("–")
+                continue
+            vs = row.get("vs_base")
+            cells.append(f"{row['mean']:.4f} ± {row['std']:.4f} ({len(row['values'])})"
+                         + (f", {vs:+.4f} vs base" if vs is not None and row["kind"] != "base" else ""))
+        lines.append(f"| {arm} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
