@@ -396,7 +396,10 @@ def convert(kind, in_path, out, teacher, random_negatives, task_text, n_negative
               help="Give mined negatives levels 1-4 by position (hardest first).")
 @click.option("--min-negatives", type=click.IntRange(0), default=None,
               help="Write only queries with at least this many mined negatives (default 1; 0 with --in).")
-@click.option("--positive-top", type=click.IntRange(0), default=10, show_default=True,
+@click.option("--positive-choice", type=click.Choice(["first", "teacher"]), default="first", show_default=True,
+              help="The record's positive among a query's equally relevant ones: the first listed, or the one "
+                   "the teacher scores highest.")
+@click.option("--positive-top", type=click.IntRange(0), default=0, show_default=True,
               help="Drop queries whose own positive the teacher ranks below this rank (Linq's teacher filter; "
                    "0: no gate).")
 @click.option("--check-qrels", type=click.Path(dir_okay=False), default=None,

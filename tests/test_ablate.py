@@ -81,7 +81,7 @@ def test_tiny_grid_report_baseline_and_resume(tiny, monkeypatch):
     assert report["runs"]["same-as-default"][0]["metrics"] == report["runs"]["default"][0]["metrics"]
     assert sum("arms default, same-as-default, seed" in m for m in log) == 2  # trained once per seed
     assert report["arms"]["same-as-default"]["same_as"] == ["default"]
-    assert report["runs"]["default"][0]["options"]["mine"]["positive_top"] == 10  # defaults filled in
+    assert report["runs"]["default"][0]["options"]["mine"]["positive_top"] == 0  # defaults filled in
     assert (out / "ablate_report.json").is_file() and (out / "ablate.png").is_file()
     assert json.loads((out / "ablate_report.json").read_text())["summary"] == report["summary"]
     assert not any((work / "models").iterdir())  # models are removed once evaluated

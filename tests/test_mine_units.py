@@ -588,3 +588,32 @@ def test_positive_gate_drops_queries_whose_positive_the_teacher_ranks_low(tmp_pa
     assert set(recs) == {"qe", "qh"} and rep["positive_gate"]["positive_top"] is None
     with pytest.raises(CurateError, match="positive-top"):
         run("bad", -1)
+
+
+def test_positive_choice_teacher_picks_among_equally_relevant_positives(tmp_path):
+    from tests.mine_helpers import write_beir
+
+    e = np.eye(6)
+    vec = {"q": e[0], "loose": 0.1 * e[0] + e[1], "close": 0.9 * e[0] + 0.2 * e[2], "graded": 0.5 * e[0] + e[3],
+           "d1": 0.3 * e[0] + e[4], "d2": e[5]}
+    corpus = {k: k for k in vec if k != "q"}
+    folder = write_beir(tmp_path / "b", corpus, {"q1": "q", "q2": "q"},
+                        {"q1": {"loose": 1, "close": 1}, "q2": {"loose": 2, "close": 1}})
+    # q1: two positives of equal relevance; q2: the more relevant one stays first whatever the teacher says
+    teacher = HashTeacher(overrides=vec)
+
+    def positives(choice):
+        run_mine(MineOptions(out=str(tmp_path / choice), data=str(folder), method="naive", k=1, positive_top=0,
+                             positive_choice=choice, plots=False), teachers=[teacher])
+        recs = [json.loads(x) for x in (tmp_path / choice / "mined.jsonl").read_text().splitlines()]
+        return {r["meta"]["query_id"]: (r["positive"], r["meta"]["positive_ids"], r["scores"]["teacher"])
+                for r in recs}
+
+    first, chosen = positives("first"), positives("teacher")
+    assert first["q1"][0] == "loose" and chosen["q1"][0] == "close"
+    assert chosen["q1"][1] == ["close", "loose"]  # ids follow the new order
+    t = chosen["q1"][2]
+    assert t["positives"][0] > t["positives"][1] and t["positive"] == min(t["positives"])
+    assert first["q2"][0] == chosen["q2"][0] == "loose"
+    with pytest.raises(CurateError, match="positive-choice"):
+        positives("best")

@@ -14,12 +14,12 @@ import click
 @click.option("--format", "formats", multiple=True, default=("sentence-transformers",), show_default=True,
               help="hf, sentence-transformers, flagembedding, tevatron, nemo, beir, or all "
                    "(several: one subfolder each); repeatable.")
-@click.option("--curriculum", default="ordered", show_default=True,
-              help="ordered (all negatives; records easy to hard in four phases), none (all negatives, "
-                   "no order), mgh (phases of level 4, 3, 2, 1 negatives, one per row), reverse (1, 2, 3, 4), "
-                   "random (a random level per row) or fixed:N.")
+@click.option("--curriculum", default="none", show_default=True,
+              help="none (all negatives on every row, hardest first), ordered (the same, records easy to hard "
+                   "in four phases), mgh (phases of level 4, 3, 2, 1 negatives, one per row), reverse "
+                   "(1, 2, 3, 4), random (a random level per row) or fixed:N.")
 @click.option("--negatives-per-row", type=int, default=None,
-              help="Negatives per row [default: all with ordered and none, 1 with a level curriculum].")
+              help="Negatives per row [default: all with none and ordered, 1 with a level curriculum].")
 @click.option("--gap-levels", type=click.Choice(["export", "record"]), default="export", show_default=True,
               help="Levels of mined negatives from the teacher gap: quartiles over the whole export, "
                    "or the gap's rank within each record (every record then has all four levels).")

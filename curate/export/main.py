@@ -39,7 +39,7 @@ class ExportOptions:
     inputs: tuple[str, ...]
     out: str
     formats: tuple[str, ...] = ("sentence-transformers",)
-    curriculum: str = "ordered"
+    curriculum: str = "none"
     negatives_per_row: int | None = None  # default: all with ordered / none, 1 with a level curriculum
     gap_levels: str = "export"  # mined negatives' levels: gap quartiles over the export, or ranks per record
     batch_size: int = 32

@@ -99,6 +99,9 @@ class MineItem:
     # positives labelled under another id (or line) with the same query text: never mined, and
     # they count for the "lowest positive" that sets the thresholds
     also_positive: list[int] = field(default_factory=list)
+    # how many leading positives share the top relevance (BEIR qrels); the record's positive may be
+    # chosen among them (``positive_choice``).  Records keep their own positive: 1.
+    top_tied: int = 1
 
 
 @dataclass
@@ -152,8 +155,8 @@ def load_beir_input(folder: str | Path, split: str = "train", qrels_path: str | 
         if qid not in data.queries:
             inp.skip("query id not in queries.jsonl")
             continue
-        positives = []
-        # most relevant first (the record's own positive), qrels order among equals
+        positives, relevance = [], []
+        # most relevant first (the record's positive), qrels order among equals
         for doc_id, rel in sorted(rels.items(), key=lambda kv: -kv[1]):
             if rel < min_relevance:
                 continue
@@ -162,11 +165,13 @@ def load_beir_input(folder: str | Path, split: str = "train", qrels_path: str | 
                 inp.skip("positive id not in corpus.jsonl (positive dropped)")
             elif idx not in positives:
                 positives.append(idx)
+                relevance.append(rel)
         if not positives:
             inp.skip(f"no positive with relevance >= {min_relevance}")
             continue
         inp.items.append(MineItem(key=qid, query=data.queries[qid], positives=positives,
-                                  record_id=stable_id("beir", folder.name, qid), query_id=qid))
+                                  record_id=stable_id("beir", folder.name, qid), query_id=qid,
+                                  top_tied=relevance.count(relevance[0])))
     return finalize(inp)
 
 
@@ -204,6 +209,7 @@ def _group_pairs(rows: Iterable[tuple[str, Any]], corpus: Corpus, inp: MineInput
             idx = corpus.add(p, positive=True)
             if idx not in item.positives:
                 item.positives.append(idx)
+        item.top_tied = len(item.positives)  # pairs carry no grades: every positive ties
 
 
 def load_pairs_input(pairs_path: str | Path, corpus_path: str | Path | None = None) -> MineInput:

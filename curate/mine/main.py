@@ -77,7 +77,8 @@ class MineOptions:
     task_text: str = DEFAULT_TASK
     levels: bool = False
     min_negatives: int | None = None
-    positive_top: int | None = 10  # drop queries whose own positive the teacher ranks below this (Linq's 10)
+    positive_choice: str = "first"  # first | teacher (miner.choose_positive)
+    positive_top: int = 0  # >0: drop queries whose own positive the teacher ranks below this (Linq used 10)
     check_qrels: str | None = None
     plots: bool = True
 
@@ -89,6 +90,8 @@ def _config(opts: MineOptions) -> MineConfig:
         raise CurateError("-k must be at least 1")
     if opts.depth < 1 or (opts.max_depth is not None and opts.max_depth < 1):
         raise CurateError("--depth and --max-depth must be at least 1")
+    if opts.positive_choice not in ("first", "teacher"):
+        raise CurateError(f"--positive-choice {opts.positive_choice!r}: choose first or teacher")
     if opts.positive_top is not None and opts.positive_top < 0:
         raise CurateError("--positive-top must be 0 (no gate) or more")
     if opts.sample not in STRATEGIES:
@@ -98,7 +101,8 @@ def _config(opts: MineOptions) -> MineConfig:
     return MineConfig(method=method, k=opts.k, sample=opts.sample, pool=max(1, opts.pool),
                       temperature=opts.temperature, seed=opts.seed,
                       # the first window must reach the gate's rank, so that every rank it judges is exact
-                      depth=max(opts.depth, opts.positive_top or 0), max_depth=opts.max_depth)
+                      depth=max(opts.depth, opts.positive_top or 0), max_depth=opts.max_depth,
+                      positive_choice=opts.positive_choice)
 
 
 def _teachers(opts: MineOptions):

@@ -37,6 +37,7 @@ class MineConfig:
     seed: int = 0
     depth: int = 100
     max_depth: int | None = None
+    positive_choice: str = "first"  # or "teacher": the tied top-relevance positive the teacher scores highest
     max_cells: int = 8_000_000  # scores held at once (queries x depth); about 128 MB at the peak
 
 
@@ -100,6 +101,20 @@ def positive_scores(qvecs: np.ndarray, dvecs: np.ndarray, items: Sequence[MineIt
     return out
 
 
+def choose_positive(item: MineItem, scores: np.ndarray) -> None:
+    """Make the record's positive the one the teacher scores highest among those the labels rank
+    equal (the most relevant ones), instead of the first listed: labels give no preference among
+    them, the teacher's agreement is the best left, and the gate then judges that positive.
+    ``scores`` (one per positive, in order) is reordered with ``item.positives``."""
+    tied = min(item.top_tied, len(item.positives))
+    if item.record is not None or tied < 2:
+        return
+    j = int(np.argmax(scores[:tied]))
+    if j:
+        item.positives[0], item.positives[j] = item.positives[j], item.positives[0]
+        scores[[0, j]] = scores[[j, 0]]
+
+
 def mine(qvecs: np.ndarray, dvecs: np.ndarray, index: SearchIndex, items: Sequence[MineItem],
          cfg: MineConfig, rescorer=None) -> list[Mined]:
     """Negatives for every item (``qvecs[i]`` is item i's query vector)."""
@@ -108,6 +123,9 @@ def mine(qvecs: np.ndarray, dvecs: np.ndarray, index: SearchIndex, items: Sequen
     need = needed(cfg.sample, cfg.k, cfg.pool)
     cap = cfg.max_depth if cfg.max_depth else n_docs
     pos_scores = positive_scores(qvecs, dvecs, items, rescorer)
+    if cfg.positive_choice == "teacher":
+        for it, scores in zip(items, pos_scores):
+            choose_positive(it, scores)
     lowest = [float(np.min(p)) for p in pos_scores]
     # the record's own positive as the teacher sees it (before any rescoring): its rank gates the query
     first_pos = [float(dvecs[it.positives[0]] @ qvecs[i]) for i, it in enumerate(items)]
