@@ -74,7 +74,7 @@ def parse_curriculum(text: str) -> Curriculum:
         return Curriculum(value)
     if value.startswith("fixed:") and value[6:] in ("1", "2", "3", "4"):
         return Curriculum("fixed", int(value[6:]))
-    raise CurateError(f"--curriculum {text!r}: choose ordered, none, mgh, reverse, random or fixed:N "
+    raise CurateError(f"--curriculum {text!r}: choose none, ordered, mgh, reverse, random or fixed:N "
                       "with N in 1..4")
 
 
