@@ -133,3 +133,25 @@ def test_shipped_grids_load(tiny):
         grid = load_grid(path)
         assert {"base", "st-naive", "st-margin", "default"} <= {a.name for a in grid.arms}
         assert grid.baselines == ["st-naive", "st-margin"]
+
+
+def test_arm_data_is_keyed_by_resolved_options(tiny, monkeypatch):
+    """A mined set or export made under other defaults is never reused: folders are named by the
+    options with every default filled in (an empty arm and one spelling the defaults share one)."""
+    import curate.export.main as export_main
+    import curate.mine.main as mine_main
+    from curate.ablate import arms
+    from curate.ablate.grid import Arm
+
+    grid = load_grid(tiny["grid"])
+    made: list[str] = []
+    monkeypatch.setattr(mine_main, "run_mine", lambda opts: made.append(opts.out))
+    monkeypatch.setattr(export_main, "run_export", lambda opts: made.append(opts.out))
+    work, qrels = tiny["tmp"] / "keys", tiny["tmp"] / "q.tsv"
+    spelled = Arm("b", mine={"positive_top": 0, "method": "percpos"}, export={"curriculum": "none"})
+    gated = Arm("c", mine={"positive_top": 10})
+    paths = [arms.mined_set(grid, a, qrels, work) for a in (Arm("a"), spelled, gated)]
+    assert paths[0] == paths[1] != paths[2]
+    exports = [arms.curate_export(grid, a, paths[0], 0, work) for a in (Arm("a"), spelled, Arm("d", export={
+        "curriculum": "ordered"}))]
+    assert exports[0] == exports[1] != exports[2]

@@ -53,7 +53,11 @@ def mined_set(grid: Grid, arm: Arm, qrels: Path, work: Path) -> Path:
     """``curate mine`` with the arm's options; one folder per distinct input and options."""
     from curate.mine.main import MineOptions, run_mine
 
-    key = digest({"data": grid.data, "qrels": qrels.name, "mine": arm.mine})
+    from dataclasses import asdict
+
+    # keyed by the options with defaults filled in: a change of curate's defaults makes a new set
+    resolved = {k: v for k, v in asdict(MineOptions(out="", **arm.mine)).items() if k != "out"}
+    key = digest({"data": grid.data, "qrels": qrels.name, "mine": resolved})
     folder = work / "mined" / key
     out = folder / "mined.jsonl"
     if not (folder / "mine_report.json").is_file():
@@ -74,7 +78,11 @@ def curate_export(grid: Grid, arm: Arm, records: Path, seed: int, work: Path) ->
     """``curate export`` (sentence-transformers format, no dev split) of one arm for one seed."""
     from curate.export.main import ExportOptions, run_export
 
-    key = digest({"records": str(records), "export": arm.export, "seed": seed, "batch": grid.budget.batch_size})
+    from dataclasses import asdict
+
+    resolved = {k: v for k, v in asdict(ExportOptions(inputs=(), out="", **arm.export)).items()
+                if k not in ("inputs", "out")}
+    key = digest({"records": str(records), "export": resolved, "seed": seed, "batch": grid.budget.batch_size})
     folder = work / "exports" / key
     if not (folder / "export_report.json").is_file():
         run_export(ExportOptions(inputs=(str(records),), out=str(folder), formats=("sentence-transformers",),
