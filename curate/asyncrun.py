@@ -15,27 +15,31 @@ R = TypeVar("R")
 
 
 async def bounded(items: Iterable[T], fn: Callable[[T], Awaitable[R]], limit: int) -> AsyncIterator[tuple[T, R]]:
+    """Finished tasks arrive through a queue: waiting on the whole in-flight set at every
+    completion (``asyncio.wait``) costs O(limit) each time, which shows at 256 in flight."""
     it = iter(items)
-    pending: dict[asyncio.Task, T] = {}
+    running: set[asyncio.Future] = set()
+    finished: asyncio.Queue = asyncio.Queue()
 
     def refill() -> None:
-        while len(pending) < limit:
+        while len(running) < limit:
             try:
                 item = next(it)
             except StopIteration:
                 return
-            pending[asyncio.ensure_future(fn(item))] = item
+            fut = asyncio.ensure_future(fn(item))
+            running.add(fut)
+            fut.add_done_callback(lambda f, item=item: finished.put_nowait((item, f)))
 
     refill()
     try:
-        while pending:
-            done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            for fut in done:
-                item = pending.pop(fut)
-                yield item, fut.result()
-            refill()
+        while running:
+            item, fut = await finished.get()
+            running.discard(fut)
+            refill()  # the next request starts before the caller handles this result
+            yield item, fut.result()
     finally:
-        for fut in pending:
+        for fut in running:
             fut.cancel()
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
+        if running:
+            await asyncio.gather(*running, return_exceptions=True)

@@ -226,6 +226,7 @@ def _run_stage(stage: str, task_names, out: str, kw: dict[str, Any], one) -> Non
     from curate.jsonl import atomic_write_json
     from curate.llm.backend import llm_backend
     from curate.llm.client import LLMClient
+    from curate.llm.redact import safe_url
     from curate.progress import RunStats, console, print_summary, progress_bar
     from curate.taskspec import load_spec
 
@@ -252,7 +253,7 @@ def _run_stage(stage: str, task_names, out: str, kw: dict[str, Any], one) -> Non
             await client.close()
 
     with llm_backend(_llm_opts(kw), out_dir) as (cfg, cache):
-        console.print(f"[dim]{stage}: model {cfg.model} at {', '.join(cfg.base_urls)}[/dim]")
+        console.print(f"[dim]{stage}: model {cfg.model} at {', '.join(map(safe_url, cfg.base_urls))}[/dim]")
         asyncio.run(main(cfg, cache))
     combined = _combine(summaries)
     atomic_write_json(out_dir / ("summary.json" if stage == "generate" else f"{stage}_summary.json"), combined)
@@ -399,6 +400,9 @@ def convert(kind, in_path, out, teacher, random_negatives, task_text, n_negative
 @click.option("--positive-choice", type=click.Choice(["first", "teacher"]), default="first", show_default=True,
               help="The record's positive among a query's equally relevant ones: the first listed, or the one "
                    "the teacher scores highest.")
+@click.option("--anchor", type=click.Choice(["lowest", "record"]), default="lowest", show_default=True,
+              help="The positive score percpos/marginpos thresholds use: the query's lowest labelled positive, "
+                   "or the record's own positive.")
 @click.option("--positive-top", type=click.IntRange(0), default=0, show_default=True,
               help="Drop queries whose own positive the teacher ranks below this rank (Linq's teacher filter; "
                    "0: no gate).")
@@ -417,22 +421,28 @@ def mine(**kw) -> None:
 
 
 @cli.command()
-@click.option("--model", required=True, help="Hugging Face model name or local path for vLLM.")
+@click.option("--model", default=None,
+              help="Hugging Face model name or folder, or a GGUF file (converted once). Default: the bundled model.")
+@click.option("--vllm-python", type=click.Path(dir_okay=False), default=None, envvar="CURATE_VLLM_PYTHON",
+              show_envvar=True, help="Python of the environment vLLM is installed in  [default: this one, "
+                                     "else ./.venv-vllm from `make vllm`].")
 @click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
 @click.option("--max-num-seqs", type=click.IntRange(1), default=256, show_default=True,
               help="Sequences vLLM decodes at once; match curate's --concurrency.")
 @click.option("--tensor-parallel-size", "tp", type=click.IntRange(1), default=1, show_default=True)
-@click.option("--max-model-len", type=click.IntRange(256), default=None, help="Context length cap (saves KV memory).")
+@click.option("--max-model-len", type=click.IntRange(256), default=None,
+              help="Context length cap (saves KV memory)  [default: the model's; 4096 on the CPU build].")
 @click.option("--start-timeout", type=click.FloatRange(1), default=1800.0, show_default=True)
 @click.argument("vllm_args", nargs=-1, type=click.UNPROCESSED)
-def serve(model, port, max_num_seqs, tp, max_model_len, start_timeout, vllm_args) -> None:
+def serve(model, vllm_python, port, max_num_seqs, tp, max_model_len, start_timeout, vllm_args) -> None:
     """Start a vLLM server on 127.0.0.1 tuned for batch generation; Ctrl-C stops it.
 
-    Extra arguments after `--` go to `vllm serve` unchanged.
+    Works with vLLM's GPU build (needs an NVIDIA GPU) and its CPU build (`make vllm`).
+    Extra arguments after `--` go to vLLM unchanged.
     """
     from curate.llm.serve import serve as run_serve
 
-    run_serve(model, port, max_num_seqs, tp, max_model_len, tuple(vllm_args), start_timeout)
+    run_serve(model, port, max_num_seqs, tp, max_model_len, tuple(vllm_args), start_timeout, vllm_python)
 
 
 from curate.ablate.command import ablate  # noqa: E402  (each stage's command lives with it)

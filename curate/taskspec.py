@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -21,6 +22,8 @@ from curate.yamlfile import read_yaml_mapping
 ANSWER_KEYS = ("query", "positive", "negatives")
 INPUT_KEYS = ("query", "positive")  # answer keys a spec may take from its items instead
 DEFAULT_PARAMS = {"temperature": 1.0, "top_p": 1.0, "max_tokens": 2048}
+# A family names files under --out (tasks/<family>.jsonl), so it must be a plain file name.
+FAMILY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
 
 @dataclass
@@ -120,7 +123,7 @@ def _step(raw: dict[str, Any], where: str) -> PromptStep:
     _check_string_limits(raw["schema"], f"{where}.schema")
     return PromptStep(
         template=str(raw["template"]),
-        schema=raw["schema"],
+        schema=_no_blank_strings(raw["schema"]),
         placeholders=placeholders,
         banks=dict(raw.get("banks") or {}),
         params=params,
@@ -141,6 +144,32 @@ def _clamp_strings(schema: Any, limit: int) -> Any:
     return schema
 
 
+def _no_blank_strings(schema: Any) -> Any:
+    """Every free string needs at least one character (the grammar enforces it); the client
+    also re-asks when a string is only whitespace, which a length limit cannot express."""
+    if isinstance(schema, dict):
+        out = {k: _no_blank_strings(v) for k, v in schema.items()}
+        if out.get("type") == "string" and "enum" not in out and "const" not in out:
+            out["minLength"] = max(1, int(out.get("minLength", 1)))
+        return out
+    if isinstance(schema, list):
+        return [_no_blank_strings(v) for v in schema]
+    return schema
+
+
+def _check_negatives(schema: dict[str, Any], n: int) -> None:
+    """The prompt asks for ``n`` negatives; the schema must let the model give that many."""
+    if n < 1:
+        raise ValueError(f"'n_negatives' must be at least 1, not {n}")
+    neg = (schema.get("properties") or {}).get("negatives")
+    if not isinstance(neg, dict) or neg.get("type") != "array":
+        raise ValueError("generate.schema.properties.negatives must be an array")
+    lo, hi = int(neg.get("minItems", 0)), neg.get("maxItems")
+    if n < lo or (hi is not None and n > int(hi)):
+        raise ValueError(f"'n_negatives' is {n} but the schema allows {lo} to {'any number of' if hi is None else hi} negatives "
+                         f"(generate.schema.properties.negatives minItems/maxItems)")
+
+
 def _check_string_limits(schema: Any, where: str) -> None:
     """Every string in an answer schema carries maxLength, so no answer can run away."""
     if isinstance(schema, dict):
@@ -155,6 +184,8 @@ def _check_string_limits(schema: Any, where: str) -> None:
 
 def _parse(raw: dict[str, Any], path: Path) -> TaskSpec:
     family = str(raw.get("family") or path.stem)
+    if not FAMILY_RE.fullmatch(family) or ".." in family:
+        raise ValueError(f"'family' must be a plain name (letters, digits, '.', '_', '-'), not {family!r}")
     generate = _step(raw["generate"], "generate")
     inputs = [str(k) for k in raw.get("inputs") or []]
     bad = [k for k in inputs if k not in INPUT_KEYS]
@@ -174,6 +205,11 @@ def _parse(raw: dict[str, Any], path: Path) -> TaskSpec:
     if brainstorm is None and not fixed:
         raise ValueError("a spec needs a 'brainstorm' section or 'fixed_tasks'")
     b = b or {}
+    n_negatives = raw.get("n_negatives", 4)
+    if not isinstance(n_negatives, int) or isinstance(n_negatives, bool):
+        raise ValueError(f"'n_negatives' must be an integer, not {n_negatives!r}")
+    if "negatives" not in inputs:
+        _check_negatives(generate.schema, n_negatives)
     scale = raw.get("score_scale") or [1, 10]
     return TaskSpec(
         family=family,
@@ -184,7 +220,7 @@ def _parse(raw: dict[str, Any], path: Path) -> TaskSpec:
         tasks_per_call=int(b.get("tasks_per_call", 20)),
         brainstorm_temperatures=[float(t) for t in b.get("temperatures", [0.8, 1.0, 1.2])],
         fixed_tasks=fixed,
-        n_negatives=int(raw.get("n_negatives", 4)),
+        n_negatives=n_negatives,
         symmetric=bool(raw.get("symmetric", False)),
         score_scale=(float(scale[0]), float(scale[1])),
         inputs=inputs,

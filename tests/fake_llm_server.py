@@ -33,6 +33,11 @@ Actions:
 ``length``     200, content cut in half, finish_reason "length"
 ``badschema``  200, valid JSON missing required keys
 ``empty``      200, content is the empty string
+``blank``      200, a valid answer whose strings are all a single space
+``emptybody``  200 with a JSON content type and a body of zero bytes
+``html``       200 with an HTML error page as the body (a proxy's answer)
+``trickle``    200 headers announcing a full body, then one byte a second until the server stops
+``echokey``    400 whose error message repeats the request's ``Authorization`` header
 
 Enum answers: an ``ok`` answer takes the first value of an ``enum``. A user message may also
 carry ``VERDICT[a,b,c]``: the answer's top-level ``verdict`` field is then set to ``a`` for the
@@ -63,7 +68,7 @@ from typing import Any, Iterator
 MARKER_RE = re.compile(r"FAULTS\[([^\]]*)\]")
 VERDICT_RE = re.compile(r"VERDICT\[([^\]]*)\]")
 ACTION_RE = re.compile(
-    r"^(ok|429(s\d+(\.\d+)?)?|\d{3}|timeout(\d+(\.\d+)?)?|slow(\d+(\.\d+)?)?|drop|malformed|truncated|length|badschema|empty)$"
+    r"^(ok|429(s\d+(\.\d+)?)?|\d{3}|timeout(\d+(\.\d+)?)?|slow(\d+(\.\d+)?)?|drop|malformed|truncated|length|badschema|empty|blank|emptybody|html|trickle|echokey)$"
 )
 
 MALFORMED_TEXT = "Sure! here is your data: {oops"
@@ -298,6 +303,16 @@ def build_instance(
     return _words(rng, 40, 1, None)
 
 
+def _blanked(obj: Any) -> Any:
+    if isinstance(obj, str):
+        return " "
+    if isinstance(obj, dict):
+        return {k: _blanked(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_blanked(v) for v in obj]
+    return obj
+
+
 def drop_required(obj: Any, schema: Any) -> Any:
     """``obj`` with the schema's required keys removed (all but the first one, at least one)."""
     if not isinstance(obj, dict):
@@ -351,6 +366,7 @@ class Req:
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 1024  # hundreds of clients connect at once in the throughput bench
     fake: "FakeLLMServer"
 
     def handle_error(self, request, client_address):  # noqa: D401 - quiet on client aborts
@@ -478,6 +494,13 @@ class _Handler(BaseHTTPRequestHandler):
             req.status = status
             self._send_json(status, _error(status, f"scripted status {status}"))
             return
+        if action in ("emptybody", "html", "trickle"):
+            self._raw_reply(req, action)
+            return
+        if action == "echokey":
+            req.status = 400
+            self._send_json(400, _error(400, f"bad credentials: {self.headers.get('Authorization')}"))
+            return
         if action.startswith("timeout"):
             secs = float(action[7:]) if len(action) > 7 else fake.timeout_sleep
             if fake._stop.wait(secs):  # server stopping: give up quietly
@@ -511,6 +534,8 @@ class _Handler(BaseHTTPRequestHandler):
             content = json.dumps(drop_required(answer, schema), ensure_ascii=False)
         elif action == "empty":
             content = ""
+        elif action == "blank":
+            content = json.dumps(_blanked(answer), ensure_ascii=False)
         else:  # pragma: no cover - ACTION_RE guards this
             content = full
         req.status = 200
@@ -549,6 +574,31 @@ class _Handler(BaseHTTPRequestHandler):
             },
         )
 
+    def _raw_reply(self, req: Req, action: str) -> None:
+        """Replies that are not OpenAI-shaped: an empty body, an HTML page, a body that trickles."""
+        body = {"emptybody": b"", "html": b"<html><body><h1>502 Bad Gateway</h1></body></html>",
+                "trickle": b'{"id": "x", "choices": []}' + b" " * 4096}[action]
+        req.status = 200
+        req.answered = action
+        self._mark_done()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html" if action == "html" else "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if action != "trickle":
+            self.wfile.write(body)
+            self.wfile.flush()
+            return
+        for i in range(len(body)):
+            if self.fake._stop.wait(1.0):
+                self._drop()
+                return
+            try:
+                self.wfile.write(body[i:i + 1])
+                self.wfile.flush()
+            except OSError:
+                return
+
     def _stream(self, req: Req, model: str, content: str, finish: str, pt: int, ct: int) -> None:
         base = {"id": f"chatcmpl-fake-{req.seq}", "object": "chat.completion.chunk",
                 "created": int(time.time()), "model": model}
@@ -585,8 +635,9 @@ class FakeLLMServer:
     """The fake server; use as a context manager or call :meth:`start` / :meth:`stop`."""
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, timeout_sleep: float = 30.0,
-                 models: tuple[str, ...] = ("fake",)) -> None:
+                 models: tuple[str, ...] = ("fake",), healthy: bool = False) -> None:
         self.host = host
+        self.healthy = healthy  # True: every chat request is answered 'ok', markers or not
         self.port = port
         self.timeout_sleep = timeout_sleep
         self.models = list(models)
@@ -645,7 +696,7 @@ class FakeLLMServer:
                 if key is not None:
                     self.counts[key] += 1
                     req.n = self.counts[key]
-                    req.action = actions[min(req.n, len(actions)) - 1]
+                    req.action = "ok" if self.healthy else actions[min(req.n, len(actions)) - 1]
                 else:
                     req.n = 1
                     req.action = "ok"

@@ -12,8 +12,11 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
-def run_curate(*args: str, timeout: float = 900, env: dict | None = None, cwd: str | Path | None = None):
-    """Run ``python -m curate ARGS`` in a subprocess; return the CompletedProcess (text)."""
+def run_curate(*args: str, timeout: float = 3600, env: dict | None = None, cwd: str | Path | None = None):
+    """Run ``python -m curate ARGS`` in a subprocess; return the CompletedProcess (text).
+
+    ``timeout`` only stops a hung process: tests bound their runs by the work they ask for,
+    and a busy 2-core machine can be several times slower than a quiet one."""
     full_env = dict(os.environ)
     full_env.pop("OPENAI_BASE_URL", None)
     full_env.update(env or {})

@@ -114,6 +114,32 @@ def test_spec_without_string_limit_is_rejected(tmp_path):
         load_spec(str(tmp_path / "fam.yaml"))
 
 
+SPEC_TAIL = ("generate:\n  template: generate/sts.j2\n  schema:\n    type: object\n    properties:\n"
+             "      query: {type: string, maxLength: 50}\n      positive: {type: string, maxLength: 50}\n"
+             "      negatives: {type: array, minItems: 2, maxItems: 4, items: {type: string, maxLength: 50}}\n"
+             "    required: [query, positive, negatives]\n")
+
+
+@pytest.mark.parametrize("family", ["../../escape", "/tmp/abs", "a/b", "..", ""])
+def test_spec_family_must_be_a_plain_name(tmp_path, family):
+    (tmp_path / "fam.yaml").write_text(f"family: {json.dumps(family)}\nfixed_tasks: [x]\n" + SPEC_TAIL)
+    if family == "":  # an empty family falls back to the file's name
+        assert load_spec(str(tmp_path / "fam.yaml")).family == "fam"
+        return
+    with pytest.raises(CurateError, match=r"fam\.yaml: 'family' must be a plain name"):
+        load_spec(str(tmp_path / "fam.yaml"))
+
+
+@pytest.mark.parametrize("n, ok", [(0, False), (1, False), (2, True), (4, True), (9, False), ("4", False)])
+def test_spec_n_negatives_must_fit_the_schema(tmp_path, n, ok):
+    (tmp_path / "fam.yaml").write_text(f"family: fam\nn_negatives: {json.dumps(n)}\nfixed_tasks: [x]\n" + SPEC_TAIL)
+    if ok:
+        assert load_spec(str(tmp_path / "fam.yaml")).n_negatives == n
+    else:
+        with pytest.raises(CurateError, match="n_negatives"):
+            load_spec(str(tmp_path / "fam.yaml"))
+
+
 def test_spec_yaml_error_names_file_and_line(tmp_path):
     (tmp_path / "bad.yaml").write_text("family: x\ngenerate: [\n")
     with pytest.raises(CurateError, match=r"bad\.yaml:\d+: invalid YAML"):
@@ -146,3 +172,29 @@ def test_near_dup_index_drops_rewordings_keeps_distinct_tasks():
     assert not idx.add_if_new("Given a patient's symptom question, retrieve the medical articles that answer it.")
     assert idx.add_if_new("Given a legal term, find court rulings that interpret it.")
     assert len(idx) == 2
+
+
+def test_bounded_runs_each_item_once_with_at_most_limit_in_flight():
+    import asyncio
+
+    from curate.asyncrun import bounded
+
+    state = {"now": 0, "peak": 0}
+
+    async def work(i):
+        state["now"] += 1
+        state["peak"] = max(state["peak"], state["now"])
+        await asyncio.sleep(0.001 * (i % 5))
+        state["now"] -= 1
+        if i == 97:
+            raise ValueError("item 97")
+        return i * i
+
+    async def collect(items):
+        return [(i, r) async for i, r in bounded(items, work, 8)]
+
+    got = asyncio.run(collect(range(60)))
+    assert sorted(got) == [(i, i * i) for i in range(60)]
+    assert state["peak"] == 8
+    with pytest.raises(ValueError, match="item 97"):
+        asyncio.run(collect(range(100)))

@@ -236,6 +236,10 @@ def test_lowest_positive_sets_the_threshold():
     assert r.lowest_positive == pytest.approx(0.7)
     assert r.docs.tolist() == [4, 5, 6]  # ceiling 0.95 x 0.7 = 0.665 (0.9 would have let 0.8 and 0.75 in)
     assert r.positive_scores.tolist() == pytest.approx([0.9, 0.7])
+    # anchored on the record's own positive (0.9): ceiling 0.855, so 0.8 and 0.75 are hard negatives
+    (a,) = mine(q, d, SearchIndex(d), [item], MineConfig(method=Method.make("percpos"), k=3, anchor="record"))
+    assert a.docs.tolist() == [2, 3, 4]
+    assert a.lowest_positive == pytest.approx(0.7)  # still reported
 
 
 def test_sampling_in_the_miner_is_deterministic_per_query():

@@ -12,7 +12,8 @@ SECRET = "sk-test-DO-NOT-LEAK-4f9a1c"
 
 def _tasks(path):
     path.write_text(json.dumps({"task": "FAULTS[500,ok] Given a question, find answers."}) + "\n"
-                    + json.dumps({"task": "FAULTS[malformed] Given a claim, find evidence."}) + "\n")
+                    + json.dumps({"task": "FAULTS[malformed] Given a claim, find evidence."}) + "\n"
+                + json.dumps({"task": "FAULTS[echokey] Given a name, find its biography."}) + "\n")
     return path
 
 
@@ -30,7 +31,7 @@ def _assert_not_written(out, proc):
 def test_api_key_from_environment_is_used_and_never_written(tmp_path):
     out = tmp_path / "o"
     with fake_llm_server() as srv:
-        proc = run_curate("generate", "--task", "short-long", "-n", "2", "--per-task", "1", "--out", str(out),
+        proc = run_curate("generate", "--task", "short-long", "-n", "3", "--per-task", "1", "--out", str(out),
                           "--tasks-file", str(_tasks(tmp_path / "t.jsonl")), "--model", "fake",
                           "--base-url", srv.base_url, "--backoff-base", "0.01", "--max-reasks", "0",
                           env={"OPENAI_API_KEY": SECRET})
@@ -42,7 +43,7 @@ def test_api_key_from_environment_is_used_and_never_written(tmp_path):
 def test_api_key_option_is_never_written(tmp_path):
     out = tmp_path / "o"
     with fake_llm_server() as srv:
-        proc = run_curate("generate", "--task", "short-long", "-n", "2", "--per-task", "1", "--out", str(out),
+        proc = run_curate("generate", "--task", "short-long", "-n", "3", "--per-task", "1", "--out", str(out),
                           "--tasks-file", str(_tasks(tmp_path / "t.jsonl")), "--model", "fake",
                           "--base-url", srv.base_url, "--api-key", SECRET, "--backoff-base", "0.01",
                           "--max-reasks", "0")

@@ -161,6 +161,7 @@ async def generate(
             "repetition": item.repetition,
             **item.meta,
             "attempts": answer.attempts,
+            **({"history": answer.history} if answer.history else {}),  # why earlier attempts failed
             "tokens": {"prompt": answer.prompt_tokens, "completion": answer.completion_tokens},
             "latency_s": round(answer.latency, 3),
             "from_cache": answer.cached,

@@ -5,8 +5,12 @@ Two kinds of failure are handled separately:
 
 * transport faults (429, 5xx, timeouts, dropped connections) are retried with exponential
   backoff and full jitter, honouring ``Retry-After``;
-* content faults (not JSON, fails the schema, cut off by ``finish_reason=length``) are
-  asked again with a new seed, a bounded number of times.
+* content faults (not JSON, fails the schema, a blank string, cut off by
+  ``finish_reason=length``) are asked again with a new seed, a bounded number of times.
+
+A reply that is not an OpenAI-shaped response at all (an empty body, a proxy's HTML page)
+counts as a transport fault, and ``timeout`` bounds the whole request, not each read, so a
+server that trickles bytes cannot hold a request open.
 
 Whatever happens, the caller gets an ``Answer``: either data, or a reason it failed.
 """
@@ -26,6 +30,7 @@ import jsonschema
 import openai
 
 from curate.llm.cache import RequestCache, request_key
+from curate.llm.redact import Scrubber
 
 SEED_MODULUS = 2**31 - 1
 RETRYABLE_STATUS = {408, 409, 425, 429}
@@ -67,15 +72,13 @@ class _Endpoint:
         self.inflight = 0
         self.cooldown_until = 0.0  # after a transport fault, other servers are preferred until then
         self.semaphore = asyncio.Semaphore(cfg.concurrency)
+        # The package's own transport: a hand-made httpx client with a pool sized to the
+        # concurrency spent a third of a busy run in the pool's bookkeeping.
         self.client = openai.AsyncOpenAI(
             base_url=base_url,
             api_key=cfg.api_key or "no-key",
             max_retries=0,  # retries are ours, so they can be counted and bounded
             timeout=httpx.Timeout(cfg.timeout, connect=min(cfg.timeout, 30.0)),
-            http_client=httpx.AsyncClient(
-                limits=httpx.Limits(max_connections=cfg.concurrency + 8, max_keepalive_connections=cfg.concurrency),
-                timeout=httpx.Timeout(cfg.timeout, connect=min(cfg.timeout, 30.0)),
-            ),
         )
 
 
@@ -112,6 +115,7 @@ class LLMClient:
         self.cfg = cfg
         self.cache = cache or RequestCache(None)
         self._endpoints = [_Endpoint(u, cfg) for u in cfg.base_urls]
+        self.scrub = Scrubber.for_config(cfg.api_key, cfg.base_urls)
         self._jitter = random.Random()  # timing jitter only; never affects content
         self.requests_sent = 0
 
@@ -142,24 +146,25 @@ class LLMClient:
                 async with ep.semaphore:
                     answer.attempts += 1
                     self.requests_sent += 1
-                    resp = await ep.client.chat.completions.create(**body)
-                return resp.model_dump(), None
+                    resp = await asyncio.wait_for(ep.client.chat.completions.create(**body), self.cfg.timeout)
+                return _response_dict(resp), None
             except openai.APIStatusError as e:
                 code = e.status_code
                 last = f"http-{code}"
                 if code not in RETRYABLE_STATUS and code < 500:
-                    return None, f"http-{code}: {_short(e.message)}"
+                    return None, self.scrub(f"http-{code}: {_short(e.message)}")
                 delay = _retry_after(e.response.headers if e.response is not None else None)
                 if delay is not None:
                     delay = min(delay, self.cfg.backoff_max)  # a server asking for an hour gets a minute
-            except openai.APITimeoutError:
+            except (openai.APITimeoutError, asyncio.TimeoutError):
                 last = "timeout"
             except openai.APIConnectionError as e:
                 last = f"connection: {_short(str(e.__cause__ or e))}"
-            except openai.APIError as e:  # a reply that is not an OpenAI-shaped response
+            except (openai.APIError, ValueError) as e:  # a reply that is not an OpenAI-shaped response
                 last = f"bad-response: {_short(str(e))}"
             finally:
                 ep.inflight -= 1
+            last = self.scrub(last)
             answer.history.append(last)
             if attempt < self.cfg.max_retries:
                 wait = delay if delay is not None else self._backoff(attempt)
@@ -212,8 +217,8 @@ class LLMClient:
             answer.completion_tokens += int(usage.get("completion_tokens") or 0)
             choice = (resp.get("choices") or [{}])[0]
             content = (choice.get("message") or {}).get("content")
-            answer.raw = content
-            reason = _judge_content(content, choice.get("finish_reason"), validator)
+            answer.raw = self.scrub(content)
+            reason = self.scrub(_judge_content(content, choice.get("finish_reason"), validator))
             if reason is None:
                 answer.data = json.loads(content)
                 answer.reason = None
@@ -222,6 +227,26 @@ class LLMClient:
             answer.history.append(reason)
         answer.latency = time.perf_counter() - started
         return answer
+
+
+def _response_dict(resp: Any) -> dict:
+    """The response as a dict; anything else (openai hands back the text of a non-JSON body)
+    is a bad response."""
+    if not hasattr(resp, "model_dump"):
+        raise ValueError(f"not a chat completion: {_short(str(resp), 60) or 'empty body'}")
+    return resp.model_dump()
+
+
+def _blank_string(data: Any, path: str = "") -> str | None:
+    """The path of the first string in the answer that is empty after stripping, if any."""
+    if isinstance(data, str):
+        return path or "(root)" if not data.strip() else None
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for key, value in items:
+        found = _blank_string(value, f"{path}/{key}" if path else str(key))
+        if found:
+            return found
+    return None
 
 
 def _judge_content(content: str | None, finish_reason: str | None, validator) -> str | None:
@@ -237,6 +262,9 @@ def _judge_content(content: str | None, finish_reason: str | None, validator) ->
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "(root)"
         return f"schema: {where}: {_short(error.message)}"
+    blank = _blank_string(data)
+    if blank:
+        return f"schema: {blank}: blank string"
     return None
 
 

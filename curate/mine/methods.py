@@ -14,7 +14,8 @@ already removed) and gives each a code: ``VALID`` or the reason it is rejected.
                stays below ``pos`` instead of rising above it
 =============  ============================================================================
 
-``pos`` is the query's lowest positive score, so a threshold is safe for every positive.
+``pos`` is the query's lowest positive score, so a threshold is safe for every positive, or
+with ``anchor="record"`` the score of the positive the record trains on.
 A candidate exactly at the ceiling is kept ("drop those scoring above"), which is the
 convention of sentence-transformers' ``mine_hard_negatives``.  ``min_score`` is an optional
 floor for any method.  Ranks count candidates only, so "skip the first 10" skips ten

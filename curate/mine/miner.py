@@ -3,7 +3,7 @@
 For each query: retrieve its top ``depth`` documents plus as many as it has excluded
 documents (its positives, ...), drop the excluded ones, optionally rescore the rest with a
 cross-encoder (re-sorting them), let the method judge each candidate against the query's
-lowest positive score, and let the sampling strategy choose among the valid ones.
+lowest positive score (or the record's own positive's, ``anchor="record"``), and let the sampling strategy choose among the valid ones.
 
 A query that has too few valid candidates is searched again, twice as deep, until it has
 enough, the whole corpus was searched (exactly, whatever the index), ``max_depth`` is
@@ -38,6 +38,10 @@ class MineConfig:
     depth: int = 100
     max_depth: int | None = None
     positive_choice: str = "first"  # or "teacher": the tied top-relevance positive the teacher scores highest
+    # The positive-aware threshold's positive: "lowest" of all the query's labelled positives
+    # (safe for each of them), or the "record"'s own positive, the one it trains on (as
+    # sentence-transformers does per pair); labelled positives are excluded by id either way.
+    anchor: str = "lowest"
     max_cells: int = 8_000_000  # scores held at once (queries x depth); about 128 MB at the peak
 
 
@@ -127,6 +131,7 @@ def mine(qvecs: np.ndarray, dvecs: np.ndarray, index: SearchIndex, items: Sequen
         for it, scores in zip(items, pos_scores):
             choose_positive(it, scores)
     lowest = [float(np.min(p)) for p in pos_scores]
+    anchors = lowest if cfg.anchor == "lowest" else [float(p[0]) for p in pos_scores]
     # the record's own positive as the teacher sees it (before any rescoring): its rank gates the query
     first_pos = [float(dvecs[it.positives[0]] @ qvecs[i]) for i, it in enumerate(items)]
     depth = [max(1, min(int(cfg.depth), cap))] * n
@@ -152,7 +157,7 @@ def mine(qvecs: np.ndarray, dvecs: np.ndarray, index: SearchIndex, items: Sequen
                 rounds[i] += 1
                 w = want(i)
                 done = _evaluate(items[i], ids[row, :w], scores[row, :w], w >= n_docs,
-                                 depth[i] >= cap, lowest[i], pos_scores[i][:len(items[i].positives)],
+                                 depth[i] >= cap, lowest[i], anchors[i], pos_scores[i][:len(items[i].positives)],
                                  cfg, need, rescorer, first_pos[i],
                                  depth_used=w, rounds=rounds[i])
                 if done is None:
@@ -165,7 +170,7 @@ def mine(qvecs: np.ndarray, dvecs: np.ndarray, index: SearchIndex, items: Sequen
 
 
 def _evaluate(item: MineItem, ids: np.ndarray, scores: np.ndarray, whole: bool, capped: bool,
-              lowest: float, pos_scores: np.ndarray, cfg: MineConfig, need: int, rescorer,
+              lowest: float, anchor: float, pos_scores: np.ndarray, cfg: MineConfig, need: int, rescorer,
               first_pos: float, depth_used: int, rounds: int) -> Mined | None:
     """The query's result from this window, or ``None`` when a deeper search could do better."""
     method = cfg.method
@@ -180,7 +185,7 @@ def _evaluate(item: MineItem, ids: np.ndarray, scores: np.ndarray, whole: bool, 
         cscores = rescorer.score(item.query, cand)
         order = np.argsort(-cscores, kind="stable")
         cand, cscores, cranks = cand[order], cscores[order], cranks[order]
-    codes = method.judge(cscores, lowest)
+    codes = method.judge(cscores, anchor)
     valid = np.flatnonzero(codes == VALID)
     last_rank = method.last_useful_rank()
     window_covered = last_rank is not None and len(cand) >= last_rank
@@ -192,7 +197,7 @@ def _evaluate(item: MineItem, ids: np.ndarray, scores: np.ndarray, whole: bool, 
                         query_rng(cfg.seed, item.key) if cfg.sample != "top" else None)]
     rejected = {name: int((codes == code).sum()) for code, name in CODE_NAMES.items()}
     rejected["excluded"] = int((~keep).sum())
-    short = method.short_reason(cscores, lowest, cfg.k, whole) if len(pick) < cfg.k else None
+    short = method.short_reason(cscores, anchor, cfg.k, whole) if len(pick) < cfg.k else None
     return Mined(docs=cand[pick], scores=cscores[pick], ranks=cranks[pick],
                  positive_scores=np.asarray(pos_scores, dtype=np.float64), lowest_positive=lowest,
                  valid=int(len(valid)), depth=int(depth_used), rounds=rounds, positive_rank=positive_rank,
