@@ -1,4 +1,5 @@
-# Set-up and the two everyday jobs. `make demo` and `make test` each set up .venv first.
+# Set-up and the two everyday jobs. `make demo` and `make test` each set up .venv first
+# (`make test` also .venv-vllm, vLLM's CPU build, for its integration test).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -24,8 +25,10 @@ demo: setup
 	$(BIN)/curate generate --task short-long -n 8 --out runs/demo
 	@echo "records: runs/demo/generated.jsonl   failures: runs/demo/failed.jsonl   summary: runs/demo/summary.json"
 
-test: setup
-	$(BIN)/python -m pytest -q
+# The suite includes the vLLM integration test (tests/test_vllm.py), so vLLM's CPU build is set up
+# too; CURATE_REQUIRE_VLLM makes that test fail, not skip, if it cannot find vLLM.
+test: setup vllm
+	CURATE_REQUIRE_VLLM=1 $(BIN)/python -m pytest -q
 
 # vLLM's CPU build, in an environment of its own (its torchvision breaks curate's transformers;
 # the conversion of the bundled GGUF needs transformers, so torchvision goes). `curate serve`

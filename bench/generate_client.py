@@ -3,24 +3,30 @@
 
     .venv/bin/python bench/generate_client.py               # both scenarios, 3 runs each
     .venv/bin/python bench/generate_client.py --requests 500 --runs 1
+    .venv/bin/python bench/generate_client.py --scenario instant --vllm http://127.0.0.1:8000/v1
 
-Both arms run as whole processes against the same scripted server (tests/fake_llm_server.py)
-with the same number of requests in flight:
+Both arms run as whole processes against the same server with the same number of requests
+in flight:
 
-* ``bare``: a short script with ``openai.AsyncOpenAI`` (its default transport), a semaphore and
-  the same chat body curate sends (messages, JSON-schema response format, seed);
+* ``bare``: a short script with ``openai.AsyncOpenAI`` (its default transport) and a semaphore,
+  sending the very request bodies curate sends (rendered here beforehand with curate's own
+  planning and templates: same messages, JSON-schema response format, seed and parameters) and
+  parsing each answer as JSON;
 * ``curate``: ``curate generate --tasks-file ... --per-task 1 --concurrency C``: template
   rendering, the request cache, validation, records written to disk, the summary.
 
-Scenarios: ``instant`` (the server answers at once: the client's own overhead decides;
-target: curate >= 0.8 of bare), and ``latency`` (every answer takes 1 s, 64 in flight: the
-ideal is 64 requests/s; target: curate >= 0.9 of it). Wall time includes process start-up.
-Writes ``bench/results/generate_client.json``.
+Scenarios on the scripted server (tests/fake_llm_server.py): ``instant`` (answers at once: the
+client's own overhead decides; target: curate >= 0.9 of bare) and ``latency`` (every answer
+takes 1 s, 64 in flight: the ideal is 64 requests/s; target: curate >= 0.9 of it).
+``--vllm URL`` adds the production question: both arms against a real vLLM server (e.g.
+``curate serve`` on the CPU build), 16 requests with strings capped at 200 characters. Wall
+time includes process start-up. Writes ``bench/results/generate_client.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -39,24 +45,40 @@ BARE = r'''
 import asyncio, json, sys
 import openai
 
-url, n, conc, marker = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-schema = json.loads(sys.argv[5])
+url, conc, bodies = sys.argv[1], int(sys.argv[2]), [json.loads(l) for l in open(sys.argv[3])]
 
 async def main():
     client = openai.AsyncOpenAI(base_url=url, api_key="bench", max_retries=0, timeout=600)
     sem = asyncio.Semaphore(conc)
-    async def one(i):
+    async def one(body):
         async with sem:
-            r = await client.chat.completions.create(
-                model="fake", seed=i, temperature=1.0, max_tokens=2048,
-                messages=[{"role": "user", "content": f"{marker} Write one example, number {i}."}],
-                response_format={"type": "json_schema", "json_schema": {"name": "example", "schema": schema, "strict": True}})
-            json.loads(r.choices[0].message.content)
-    await asyncio.gather(*(one(i) for i in range(n)))
+            r = await client.chat.completions.create(**body)
+            json.loads(r.choices[0].message.content, strict=False)
+    await asyncio.gather(*(one(b) for b in bodies))
     await client.close()
 
 asyncio.run(main())
 '''
+
+
+def request_bodies(tasks: Path, n: int, model: str, max_chars: int | None) -> list[dict]:
+    """The bodies ``curate generate`` sends for these tasks (its planning, draws and templates)."""
+    from curate.generate.brainstorm import load_tasks
+    from curate.generate.examples import plan_items
+    from curate.generate.prompting import build_messages, draw_variables
+    from curate.taskspec import load_spec
+
+    spec = load_spec("short-long")
+    step = spec.generate.with_max_chars(max_chars)
+    bodies = []
+    for item in plan_items(spec, load_tasks(tasks, spec.family), n, 0, None, max_chars):
+        variables = draw_variables(step, item.seed, None)
+        variables.update(task=item.task.task, n_negatives=spec.n_negatives, task_type=spec.family)
+        messages, _ = build_messages(step, variables)
+        bodies.append({"model": model, "messages": messages, "seed": item.seed, **step.params,
+                       "response_format": {"type": "json_schema",
+                                           "json_schema": {"name": "example", "schema": step.schema, "strict": True}}})
+    return bodies
 
 
 def timed(cmd: list[str], env: dict) -> float:
@@ -68,31 +90,33 @@ def timed(cmd: list[str], env: dict) -> float:
     return wall
 
 
-def scenario(name: str, marker: str, requests: int, conc: int, runs: int) -> dict:
-    from curate.taskspec import load_spec
-
-    schema = load_spec("short-long").generate.schema
+def scenario(name: str, marker: str, requests: int, conc: int, runs: int, url: str | None = None,
+             model: str = "fake", max_chars: int | None = None) -> dict:
     env = {**os.environ, "OPENAI_API_KEY": "bench", "NO_COLOR": "1"}
     env.pop("OPENAI_BASE_URL", None)
     out: dict = {"scenario": name, "requests": requests, "in_flight": conc, "bare_s": [], "curate_s": []}
-    with tempfile.TemporaryDirectory() as tmp, fake_llm_server() as srv:
+    with tempfile.TemporaryDirectory() as tmp, (contextlib.nullcontext() if url else fake_llm_server()) as srv:
+        url = url or srv.base_url
         tasks = Path(tmp) / "tasks.jsonl"
         tasks.write_text("".join(json.dumps({"task": f"{marker} Given question {i}, find passages."}) + "\n"
                                  for i in range(requests)))
+        bodies = Path(tmp) / "bodies.jsonl"
+        bodies.write_text("".join(json.dumps(b) + "\n" for b in request_bodies(tasks, requests, model, max_chars)))
         for run in range(runs):
-            out["bare_s"].append(timed([sys.executable, "-c", BARE, srv.base_url, str(requests), str(conc),
-                                        marker, json.dumps(schema)], env))
+            out["bare_s"].append(timed([sys.executable, "-c", BARE, url, str(conc), str(bodies)], env))
             folder = Path(tmp) / f"out-{run}"
             out["curate_s"].append(timed([sys.executable, "-m", "curate", "generate", "--task", "short-long",
                                           "-n", str(requests), "--per-task", "1", "--tasks-file", str(tasks),
-                                          "--out", str(folder), "--base-url", srv.base_url, "--model", "fake",
-                                          "--concurrency", str(conc)], env))
+                                          "--out", str(folder), "--base-url", url, "--model", model,
+                                          "--concurrency", str(conc),
+                                          *(["--max-chars", str(max_chars)] if max_chars else [])], env))
             made = sum(1 for _ in open(folder / "generated.jsonl"))
-            if made != requests:
-                sys.exit(f"curate wrote {made} records, expected {requests}")
+            failed = sum(1 for _ in open(folder / "failed.jsonl")) if (folder / "failed.jsonl").exists() else 0
+            if made + failed != requests:
+                sys.exit(f"curate ended {made + failed} items, expected {requests}")
     bare, cur = statistics.median(out["bare_s"]), statistics.median(out["curate_s"])
-    out["bare_rps"] = round(requests / bare, 1)
-    out["curate_rps"] = round(requests / cur, 1)
+    out["bare_rps"] = round(requests / bare, 2)
+    out["curate_rps"] = round(requests / cur, 2)
     out["curate_vs_bare"] = round(bare / cur, 3)
     if name == "latency":
         out["ideal_rps"] = conc / 1.0
@@ -105,13 +129,19 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--scenario", action="append", choices=["instant", "latency"], default=None)
+    ap.add_argument("--vllm", default=None, metavar="URL", help="Also compare both arms against this vLLM server.")
+    ap.add_argument("--vllm-model", default="smollm2-135m-instruct")
+    ap.add_argument("--vllm-requests", type=int, default=16)
     args = ap.parse_args()
     results = []
     for name in args.scenario or ["instant", "latency"]:
         marker, conc = ("", 256) if name == "instant" else ("FAULTS[slow1]", 64)
-        r = scenario(name, marker, args.requests, conc, args.runs)
-        results.append(r)
-        print(json.dumps(r))
+        results.append(scenario(name, marker, args.requests, conc, args.runs))
+        print(json.dumps(results[-1]))
+    if args.vllm:
+        results.append(scenario("vllm", "", args.vllm_requests, args.vllm_requests, 1, url=args.vllm,
+                                model=args.vllm_model, max_chars=200))
+        print(json.dumps(results[-1]))
     path = REPO / "bench" / "results" / "generate_client.json"
     path.write_text(json.dumps({"cpus": os.cpu_count(), "results": results}, indent=1) + "\n")
     print(f"wrote {path}")

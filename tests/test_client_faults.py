@@ -115,3 +115,12 @@ def test_a_resume_with_retry_failed_finishes_the_run(run, tmp_path):
     records = read_jsonl(work / "generated.jsonl")
     assert len(records) == len(CASES) == len({r["id"] for r in records})
     assert not read_jsonl(work / "failed.jsonl")
+
+
+def test_a_raw_newline_inside_a_string_is_accepted():
+    import jsonschema
+
+    from curate.llm.client import _judge_content
+
+    check = jsonschema.Draft202012Validator({"type": "object", "properties": {"q": {"type": "string"}}})
+    assert _judge_content('{"q": "two\nlines\tand a tab"}', "stop", check) is None

@@ -220,7 +220,7 @@ class LLMClient:
             answer.raw = self.scrub(content)
             reason = self.scrub(_judge_content(content, choice.get("finish_reason"), validator))
             if reason is None:
-                answer.data = json.loads(content)
+                answer.data = json.loads(content, strict=False)
                 answer.reason = None
                 break
             answer.reason = reason
@@ -255,7 +255,9 @@ def _judge_content(content: str | None, finish_reason: str | None, validator) ->
     if not content:
         return "invalid-json: empty answer"
     try:
-        data = json.loads(content)
+        # strict=False: a raw newline or tab inside a string (which grammar backends let through)
+        # is text, not a fault worth a re-ask
+        data = json.loads(content, strict=False)
     except json.JSONDecodeError as e:
         return f"invalid-json: {e.msg} at char {e.pos}"
     error = jsonschema.exceptions.best_match(validator.iter_errors(data))

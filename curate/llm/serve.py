@@ -16,6 +16,7 @@ not read GGUF) and cached under ``$CURATE_CACHE_DIR/vllm-models``.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
@@ -178,14 +179,28 @@ def _interrupt(signum, frame):
 
 
 def stop(proc: subprocess.Popen, grace: float = 30.0) -> None:
-    """SIGINT to vLLM's whole process group (API server and engine core), then SIGKILL."""
-    if proc.poll() is not None:
-        return
-    try:
+    """SIGINT to vLLM's whole process group (API server and engine core); whatever is left of
+    the group after ``grace`` seconds gets SIGKILL."""
+    import time
+
+    deadline = time.monotonic() + grace
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGINT)
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
+    while _group_alive(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)  # the engine core ends a little after the API server
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    proc.wait()
+    deadline = time.monotonic() + 10  # bounded: a zombie nobody reaps still counts as alive
+    while _group_alive(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
     except ProcessLookupError:
-        pass
+        return False
+    return True
