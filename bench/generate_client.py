@@ -128,22 +128,29 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--scenario", action="append", choices=["instant", "latency"], default=None)
+    ap.add_argument("--scenario", action="append", choices=["instant", "latency", "vllm"], default=None,
+                    help="Default: instant and latency, plus vllm with --vllm.")
     ap.add_argument("--vllm", default=None, metavar="URL", help="Also compare both arms against this vLLM server.")
     ap.add_argument("--vllm-model", default="smollm2-135m-instruct")
     ap.add_argument("--vllm-requests", type=int, default=16)
     args = ap.parse_args()
-    results = []
-    for name in args.scenario or ["instant", "latency"]:
-        marker, conc = ("", 256) if name == "instant" else ("FAULTS[slow1]", 64)
-        results.append(scenario(name, marker, args.requests, conc, args.runs))
-        print(json.dumps(results[-1]))
-    if args.vllm:
-        results.append(scenario("vllm", "", args.vllm_requests, args.vllm_requests, 1, url=args.vllm,
-                                model=args.vllm_model, max_chars=200))
-        print(json.dumps(results[-1]))
+    names = args.scenario or ["instant", "latency"] + (["vllm"] if args.vllm else [])
+    if "vllm" in names and not args.vllm:
+        sys.exit("--scenario vllm needs --vllm URL")
     path = REPO / "bench" / "results" / "generate_client.json"
-    path.write_text(json.dumps({"cpus": os.cpu_count(), "results": results}, indent=1) + "\n")
+    # scenarios not run now keep their last figures
+    results = {r["scenario"]: r for r in json.loads(path.read_text())["results"]} if path.exists() else {}
+    for name in names:
+        if name == "vllm":
+            r = scenario("vllm", "", args.vllm_requests, args.vllm_requests, 1, url=args.vllm,
+                         model=args.vllm_model, max_chars=200)
+        else:
+            marker, conc = ("", 256) if name == "instant" else ("FAULTS[slow1]", 64)
+            r = scenario(name, marker, args.requests, conc, args.runs)
+        r["date"] = time.strftime("%Y-%m-%d")
+        results[name] = r
+        print(json.dumps(r))
+    path.write_text(json.dumps({"cpus": os.cpu_count(), "results": list(results.values())}, indent=1) + "\n")
     print(f"wrote {path}")
 
 

@@ -252,6 +252,12 @@ def _run_stage(stage: str, task_names, out: str, kw: dict[str, Any], one) -> Non
         finally:
             await client.close()
 
+    import gc
+
+    # Modules and specs live for the whole run: keep the collector from rescanning them, and
+    # from running every few hundred allocations while thousands of requests are in flight.
+    gc.freeze()
+    gc.set_threshold(20_000, 20, 20)
     with llm_backend(_llm_opts(kw), out_dir) as (cfg, cache):
         console.print(f"[dim]{stage}: model {cfg.model} at {', '.join(map(safe_url, cfg.base_urls))}[/dim]")
         asyncio.run(main(cfg, cache))

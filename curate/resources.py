@@ -6,6 +6,7 @@ keeps them at the repository top level. Both must behave the same.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
 from curate.errors import CurateError
@@ -14,8 +15,10 @@ _PACKAGE = Path(__file__).resolve().parent
 KINDS = ("prompts", "tasks", "filters", "data")
 
 
+@lru_cache(maxsize=None)
 def resource_dir(kind: str) -> Path:
-    """Return the folder that holds the shipped ``kind`` files."""
+    """Return the folder that holds the shipped ``kind`` files (looked up once: it is asked
+    for every rendered prompt)."""
     if kind not in KINDS:
         raise ValueError(f"unknown resource kind {kind!r}")
     for candidate in (_PACKAGE / "_resources" / kind, _PACKAGE.parent / kind):

@@ -52,7 +52,13 @@ def template_from_string(source: str) -> jinja2.Template:
 
 def template_hash(template: jinja2.Template) -> str:
     """Hash of the template source, recorded in every record's meta for provenance."""
-    source = Path(template.filename).read_bytes() if template.filename else b""
+    return _file_hash(template.filename or "")
+
+
+@lru_cache(maxsize=256)
+def _file_hash(filename: str) -> str:
+    """Read once per run: the loader also reads a template once, so hash and text agree."""
+    source = Path(filename).read_bytes() if filename else b""
     return hashlib.sha256(source).hexdigest()[:12]
 
 

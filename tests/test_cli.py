@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from tests.helpers import assert_one_line_error, run_curate
@@ -40,10 +42,19 @@ def test_base_url_needs_a_model_name(tmp_path):
     assert_one_line_error(proc, "--model is required")
 
 
-def test_serve_without_vllm_or_gpu_says_so_in_one_line():
-    proc = run_curate("serve", "--model", "Qwen/Qwen2.5-0.5B-Instruct")
-    assert_one_line_error(proc)
-    assert "vLLM" in proc.stderr or "GPU" in proc.stderr
+def test_serve_without_vllm_says_so_in_one_line(tmp_path):
+    proc = run_curate("serve", "--vllm-python", str(tmp_path / "no-such-python"))
+    assert_one_line_error(proc, "vLLM is not installed", "make vllm", "no-such-python (missing)")
+    proc = run_curate("serve", "--vllm-python", sys.executable)  # curate's own environment has no vLLM
+    assert_one_line_error(proc, "vLLM is not installed", "(no vLLM)")
+
+
+def test_serve_with_the_gpu_build_but_no_gpu_says_so_in_one_line(tmp_path):
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho vllm\n")  # answers the probe as an environment with vLLM's GPU build
+    fake.chmod(0o755)
+    proc = run_curate("serve", "--vllm-python", str(fake), env={"PATH": str(tmp_path) + ":/usr/bin:/bin"})
+    assert_one_line_error(proc, "GPU build", "no NVIDIA GPU", "make vllm")
 
 
 def test_bad_set_syntax(tmp_path):

@@ -146,8 +146,10 @@ class LLMClient:
                 async with ep.semaphore:
                     answer.attempts += 1
                     self.requests_sent += 1
-                    resp = await asyncio.wait_for(ep.client.chat.completions.create(**body), self.cfg.timeout)
-                return _response_dict(resp), None
+                    # the raw reply: curate parses the JSON once instead of building and dumping models
+                    raw = await asyncio.wait_for(ep.client.chat.completions.with_raw_response.create(**body),
+                                                 self.cfg.timeout)
+                return _response_dict(raw.http_response.content), None
             except openai.APIStatusError as e:
                 code = e.status_code
                 last = f"http-{code}"
@@ -187,7 +189,7 @@ class LLMClient:
         cached answers were the reason it failed.
         """
         answer = Answer()
-        validator = jsonschema.Draft202012Validator(schema)
+        validator = _validator(schema)
         started = time.perf_counter()
         for ask in range(self.cfg.max_reasks + 1):
             body = {
@@ -229,12 +231,29 @@ class LLMClient:
         return answer
 
 
-def _response_dict(resp: Any) -> dict:
-    """The response as a dict; anything else (openai hands back the text of a non-JSON body)
-    is a bad response."""
-    if not hasattr(resp, "model_dump"):
-        raise ValueError(f"not a chat completion: {_short(str(resp), 60) or 'empty body'}")
-    return resp.model_dump()
+_VALIDATORS: dict[int, tuple[Any, Any]] = {}
+
+
+def _validator(schema: dict[str, Any]) -> Any:
+    """One validator per schema object for the whole run (a run asks with a few long-lived
+    schemas); the schema is kept beside it so its id cannot be reused."""
+    found = _VALIDATORS.get(id(schema))
+    if found is None or found[0] is not schema:
+        found = _VALIDATORS[id(schema)] = (schema, jsonschema.Draft202012Validator(schema))
+    return found[1]
+
+
+def _response_dict(body: bytes) -> dict:
+    """The reply as a dict; a body that is not a JSON object with choices (empty, a proxy's HTML
+    page) is a bad response."""
+    try:
+        data = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        data = None
+    if not isinstance(data, dict) or not isinstance(data.get("choices"), list):
+        text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body)
+        raise ValueError(f"not a chat completion: {_short(text, 60) or 'empty body'}")
+    return data
 
 
 def _blank_string(data: Any, path: str = "") -> str | None:
