@@ -246,6 +246,25 @@ def test_sts_ceiling_drops_near_paraphrases(teacher):
     assert rec.negatives[0].text == "A man is playing the guitar."
 
 
+def test_sts_ceiling_stays_below_a_positive_that_scores_below_zero():
+    import numpy as np
+
+    class Fixed:  # unit vectors at chosen angles from the query: the positive scores -0.2
+        model_id = "fixed"
+        vecs = {"q": [1.0, 0.0], "p": [-0.2, 0.98], "closer": [-0.19, 0.98], "lower": [-0.23, 0.97],
+                "far": [-0.9, 0.44]}
+
+        def encode_queries(self, texts):
+            v = np.array([self.vecs[t] for t in texts], dtype=np.float32)
+            return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    recs = sts_pairs_to_records([("q", "p", 5.0)], corpus_for_negatives=["closer", "lower", "far"],
+                                teacher=Fixed(), k=3, max_ratio=0.95)
+    rec = next(r for r in recs if r.query == "q")
+    # 0.95 x -0.2 = -0.19 would let "closer" (scoring above the positive) in; the ceiling is -0.21
+    assert [n.text for n in rec.negatives] == ["lower", "far"]
+
+
 # ---------------------------------------------------------------------------- readers and the CLI
 
 

@@ -130,6 +130,10 @@ def _mine(directions, pool: list[str], k: int, teacher, banned, max_ratio: float
     import numpy as np
 
     from curate.convert.nearest import pick_nearest
+    from curate.mine.methods import Method
+
+    # mine's own percpos ceiling: also right when the positive scores below zero
+    ceiling = Method.make("percpos", margin=max_ratio) if max_ratio is not None else None
 
     if not directions or not pool:
         return [[] for _ in directions]
@@ -142,6 +146,6 @@ def _mine(directions, pool: list[str], k: int, teacher, banned, max_ratio: float
         q, p = directions[row][0], directions[row][1]
         if banned(q, p, pool[j]):
             return False
-        return max_ratio is None or score <= max_ratio * float(pos_scores[row])
+        return max_ratio is None or score <= ceiling.ceiling(float(pos_scores[row]))
 
     return pick_nearest(q_vecs, pool_vecs, k, allowed)
