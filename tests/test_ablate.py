@@ -155,3 +155,23 @@ def test_arm_data_is_keyed_by_resolved_options(tiny, monkeypatch):
     exports = [arms.curate_export(grid, a, paths[0], 0, work) for a in (Arm("a"), spelled, Arm("d", export={
         "curriculum": "ordered"}))]
     assert exports[0] == exports[1] != exports[2]
+
+
+def test_results_made_before_an_option_existed_are_refiled(tmp_path):
+    import json
+
+    from curate.ablate.main import refile_older_results
+
+    now = {"kind": "curate", "mine": {"method": "percpos", "anchor": "lowest"}, "export": {"curriculum": "none"}}
+    older = {"kind": "curate", "mine": {"method": "percpos"}, "export": {"curriculum": "none"}}  # no 'anchor' yet
+    other = {"kind": "curate", "mine": {"method": "naive"}, "export": {"curriculum": "none"}}  # a value differs
+    for key, options in (("old", older), ("other", other)):
+        (tmp_path / "runs" / key).mkdir(parents=True)
+        (tmp_path / "runs" / key / "seed-0.json").write_text(json.dumps({"metrics": {"ndcg@10": 0.5}, "options": options}))
+    record = {**now, "mine": {"method": "percpos", "anchor": "record"}}  # not what the old run did
+    defaults = now  # the options' defaults: anchor 'lowest' is the old behaviour
+    assert refile_older_results(tmp_path, {"new": now, "rec": record}, defaults) == 1
+    moved = json.loads((tmp_path / "runs" / "new" / "seed-0.json").read_text())
+    assert moved["options"] == now and moved["refiled_from"] == "old"
+    assert not (tmp_path / "runs" / "rec").exists()
+    assert refile_older_results(tmp_path, {"new": now, "rec": record}, defaults) == 0  # once

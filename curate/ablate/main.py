@@ -14,6 +14,8 @@ continues with the runs that have no result yet.
 
 from __future__ import annotations
 
+import json
+
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -105,6 +107,43 @@ def resolved(arm: Arm) -> dict[str, Any]:
     return {"kind": "curate", "mine": mine, "filter": arm.filter, "export": export}
 
 
+def _with_new_defaults(old: Any, defaults: Any) -> Any:
+    """``old`` options with every key it lacks taken from ``defaults`` (nested mappings too)."""
+    if not isinstance(old, dict) or not isinstance(defaults, dict):
+        return old
+    return {**{k: v for k, v in defaults.items() if k not in old},
+            **{k: _with_new_defaults(v, defaults.get(k)) for k, v in old.items()}}
+
+
+def refile_older_results(work: Path, wanted: dict[str, dict[str, Any]],
+                         defaults: dict[str, Any] | None = None) -> int:
+    """A result made before an option existed was made with that option's default (options are
+    added with the old behaviour as their default): file it under today's key too. A result whose
+    recorded options differ in any value it has is not touched. Returns how many were re-filed."""
+    from curate.jsonl import atomic_write_json
+
+    def stored(v):  # as results store them: lists, not tuples
+        return json.loads(json.dumps(v, default=str))
+
+    wanted = {k: stored(v) for k, v in wanted.items()}
+    defaults = stored(defaults if defaults is not None else resolved(Arm("defaults")))
+    moved = 0
+    for path in sorted((work / "runs").glob("*/seed-*.json")):
+        try:
+            result = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        old = result.get("options")
+        for key, now in wanted.items():
+            if old == now or _with_new_defaults(old, defaults) != now:
+                continue
+            target = work / "runs" / key / path.name
+            if not target.exists():
+                atomic_write_json(target, {**result, "options": now, "refiled_from": path.parent.name})
+                moved += 1
+    return moved
+
+
 def _result_path(work: Path, key: str, seed: int) -> Path:
     """Results are filed by what the arm runs, not by its name: arms that come to the same options
     share them, and a result never outlives a change of the arm's options or of curate's defaults."""
@@ -168,6 +207,7 @@ def run_ablate(opts: AblateOptions) -> dict[str, Any]:
     qrels = data.training_qrels(grid, work)
 
     keys = {arm.name: data.digest(resolved(arm)) for arm in grid.arms}
+    refile_older_results(work, {keys[a.name]: resolved(a) for a in grid.arms})
     # seed by seed, so that a grid stopped half-way has its arms at the same number of seeds
     todo: dict[tuple[str, int], list[Arm]] = {}
     for s in grid.seeds:
@@ -192,6 +232,7 @@ def write_report(grid: Grid, work: Path, out: Path) -> dict[str, Any]:
     from dataclasses import asdict
 
     keys = {arm.name: data.digest(resolved(arm)) for arm in grid.arms}
+    refile_older_results(work, {keys[a.name]: resolved(a) for a in grid.arms})
     results = _finished(work, grid, keys)
     rows = rep.summarise(results, grid.baselines)
     done = [r for r in rows if r["kind"] == "st" and r["mean"] is not None]
