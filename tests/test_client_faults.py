@@ -82,16 +82,16 @@ def test_whitespace_strings_are_a_content_fault(run):
 def test_a_whitespace_string_fails_even_where_the_schema_allows_one_character():
     import jsonschema
 
-    from curate.llm.client import _judge_content
+    from curate.llm.client import _read_answer
     from curate.taskspec import _no_blank_strings
 
     schema = _no_blank_strings({"type": "object", "properties": {
         "q": {"type": "string", "maxLength": 9}, "n": {"type": "array", "items": {"type": "string", "maxLength": 9}}}})
     assert schema["properties"]["q"]["minLength"] == 1
     check = jsonschema.Draft202012Validator(schema)
-    assert _judge_content('{"q": "a", "n": ["b"]}', "stop", check) is None
-    assert _judge_content('{"q": "", "n": ["b"]}', "stop", check).startswith("schema: q:")
-    assert _judge_content('{"q": "a", "n": ["b", " \\n"]}', "stop", check) == "schema: n/1: blank string"
+    assert _read_answer('{"q": "a", "n": ["b"]}', "stop", check)[1] is None
+    assert _read_answer('{"q": "", "n": ["b"]}', "stop", check)[1].startswith("schema: q:")
+    assert _read_answer('{"q": "a", "n": ["b", " \\n"]}', "stop", check)[1] == "schema: n/1: blank string"
 
 
 def test_secrets_are_never_written_or_printed(run):
@@ -120,7 +120,7 @@ def test_a_resume_with_retry_failed_finishes_the_run(run, tmp_path):
 def test_a_raw_newline_inside_a_string_is_accepted():
     import jsonschema
 
-    from curate.llm.client import _judge_content
+    from curate.llm.client import _read_answer
 
     check = jsonschema.Draft202012Validator({"type": "object", "properties": {"q": {"type": "string"}}})
-    assert _judge_content('{"q": "two\nlines\tand a tab"}', "stop", check) is None
+    assert _read_answer('{"q": "two\nlines\tand a tab"}', "stop", check)[1] is None

@@ -232,7 +232,6 @@ def write_report(grid: Grid, work: Path, out: Path) -> dict[str, Any]:
     from dataclasses import asdict
 
     keys = {arm.name: data.digest(resolved(arm)) for arm in grid.arms}
-    refile_older_results(work, {keys[a.name]: resolved(a) for a in grid.arms})
     results = _finished(work, grid, keys)
     rows = rep.summarise(results, grid.baselines)
     done = [r for r in rows if r["kind"] == "st" and r["mean"] is not None]

@@ -220,9 +220,10 @@ class LLMClient:
             choice = (resp.get("choices") or [{}])[0]
             content = (choice.get("message") or {}).get("content")
             answer.raw = self.scrub(content)
-            reason = self.scrub(_judge_content(content, choice.get("finish_reason"), validator))
+            data, reason = _read_answer(content, choice.get("finish_reason"), validator)
+            reason = self.scrub(reason)
             if reason is None:
-                answer.data = json.loads(content, strict=False)
+                answer.data = data
                 answer.reason = None
                 break
             answer.reason = reason
@@ -268,25 +269,26 @@ def _blank_string(data: Any, path: str = "") -> str | None:
     return None
 
 
-def _judge_content(content: str | None, finish_reason: str | None, validator) -> str | None:
+def _read_answer(content: str | None, finish_reason: str | None, validator) -> tuple[Any, str | None]:
+    """(the parsed answer, None) when it is usable, else (None, why not): parsed once."""
     if finish_reason == "length":
-        return "truncated: finish_reason=length (raise max_tokens or lower the schema's maxLength)"
+        return None, "truncated: finish_reason=length (raise max_tokens or lower the schema's maxLength)"
     if not content:
-        return "invalid-json: empty answer"
+        return None, "invalid-json: empty answer"
     try:
         # strict=False: a raw newline or tab inside a string (which grammar backends let through)
         # is text, not a fault worth a re-ask
         data = json.loads(content, strict=False)
     except json.JSONDecodeError as e:
-        return f"invalid-json: {e.msg} at char {e.pos}"
+        return None, f"invalid-json: {e.msg} at char {e.pos}"
     error = jsonschema.exceptions.best_match(validator.iter_errors(data))
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "(root)"
-        return f"schema: {where}: {_short(error.message)}"
+        return None, f"schema: {where}: {_short(error.message)}"
     blank = _blank_string(data)
     if blank:
-        return f"schema: {blank}: blank string"
-    return None
+        return None, f"schema: {blank}: blank string"
+    return data, None
 
 
 def _short(text: str, limit: int = 160) -> str:

@@ -23,6 +23,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -190,8 +191,6 @@ def _interrupt(signum, frame):
 def stop(proc: subprocess.Popen, grace: float = 30.0) -> None:
     """SIGINT to vLLM's whole process group (API server and engine core); whatever is left of
     the group after ``grace`` seconds gets SIGKILL."""
-    import time
-
     deadline = time.monotonic() + grace
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGINT)
