@@ -51,7 +51,13 @@ def main() -> None:
         cmd += [x for a in args.arm for x in ("--arm", a)] + [x for s in args.seed for x in ("--seed", str(s))]
         if args.report_only:
             cmd.append("--report")
-        proc = subprocess.run(cmd, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        proc = subprocess.run(cmd, cwd=REPO, env=env)
+        if proc.returncode == 0 and (args.arm or args.seed) and not args.report_only:
+            # the report covers every finished run, not only the arms and seeds asked for now
+            full = [x for x in cmd if x not in ("--report",)]
+            full = [*full[:full.index("--out") + 2], *FORMS[args.form], "--report"]
+            proc = subprocess.run(full, cwd=REPO, env=env)
         if proc.returncode != 0:
             sys.exit(f"curate ablate {name} failed ({proc.returncode})")
         results[name] = json.loads((out / "ablate_report.json").read_text())

@@ -56,7 +56,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from mine_scifact import Phase  # noqa: E402  (wall / cpu / other processes' load)
 
-from curate.jsonl import atomic_write_json  # noqa: E402
+from curate.core.jsonl import atomic_write_json  # noqa: E402
 
 NFCORPUS = REPO.parent / "shared" / "data" / "nfcorpus"
 METHODS = [

@@ -14,7 +14,7 @@ import click
 import yaml
 
 from curate import __version__
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 
 
 def _llm_options(fn):
@@ -216,14 +216,15 @@ def _check_inputs(task_names, tasks_dirs, have_pairs: bool) -> None:
 
 def _write_fixed(spec, tasks, out: Path) -> None:
     from curate.generate.brainstorm import tasks_path
-    from curate.jsonl import atomic_write_jsonl
+    from curate.core.jsonl import atomic_write_jsonl
 
     atomic_write_jsonl(tasks_path(out, spec.family), [t.to_dict() for t in tasks])
 
 
 def _run_stage(stage: str, task_names, out: str, kw: dict[str, Any], one) -> None:
     """Load the specs, start the backend, run ``one`` per family, write and print the summary."""
-    from curate.jsonl import atomic_write_json
+    from curate.core.jsonl import atomic_write_json
+    from curate.core.runner import open_run
     from curate.llm.backend import llm_backend
     from curate.llm.client import LLMClient
     from curate.llm.redact import safe_url
@@ -233,7 +234,6 @@ def _run_stage(stage: str, task_names, out: str, kw: dict[str, Any], one) -> Non
     tasks_dirs = tuple(Path(d) for d in kw["tasks_dirs"])
     specs = [load_spec(name, tasks_dirs) for name in _families(task_names, kw["tasks_dirs"])]
     out_dir = Path(out)
-    out_dir.mkdir(parents=True, exist_ok=True)
     summaries: dict[str, Any] = {}
 
     async def main(cfg, cache) -> None:
@@ -258,11 +258,16 @@ def _run_stage(stage: str, task_names, out: str, kw: dict[str, Any], one) -> Non
     # from running every few hundred allocations while thousands of requests are in flight.
     gc.freeze()
     gc.set_threshold(20_000, 20, 20)
-    with llm_backend(_llm_opts(kw), out_dir) as (cfg, cache):
-        console.print(f"[dim]{stage}: model {cfg.model} at {', '.join(map(safe_url, cfg.base_urls))}[/dim]")
-        asyncio.run(main(cfg, cache))
-    combined = _combine(summaries)
-    atomic_write_json(out_dir / ("summary.json" if stage == "generate" else f"{stage}_summary.json"), combined)
+    params = {k: v for k, v in kw.items() if k != "api_key"}  # the key is never written
+    params["base_urls"] = [safe_url(u) for u in kw["base_urls"]]
+    # appends as it goes (a killed run resumes), so not staged; the lock keeps a second run off
+    with open_run(stage, out_dir, {"tasks": [s.family for s in specs], **params}, staged=False) as run:
+        with llm_backend(_llm_opts(kw), out_dir) as (cfg, cache):
+            console.print(f"[dim]{stage}: model {cfg.model} at {', '.join(map(safe_url, cfg.base_urls))}[/dim]")
+            asyncio.run(main(cfg, cache))
+        combined = _combine(summaries)
+        run.counts.update(combined["counts"])
+        atomic_write_json(out_dir / ("summary.json" if stage == "generate" else f"{stage}_summary.json"), combined)
 
 
 def _combine(summaries: dict[str, Any]) -> dict[str, Any]:

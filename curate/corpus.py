@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from curate.errors import CurateError
-from curate.jsonl import read_jsonl
+from curate.core.errors import CurateError
+from curate.core.jsonl import read_jsonl
 
 
 def doc_text(obj: dict) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 
 _PACKAGE = Path(__file__).resolve().parent
 KINDS = ("prompts", "tasks", "filters", "data")

@@ -15,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 from curate.resources import resource_dir
 from curate.yamlfile import read_yaml_mapping
 

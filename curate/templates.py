@@ -13,7 +13,7 @@ from pathlib import Path
 import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 from curate.resources import resource_dir
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 
 
 def read_yaml_mapping(path: Path, what: str) -> dict[str, Any]:

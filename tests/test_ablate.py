@@ -12,7 +12,7 @@ import pytest
 from curate.ablate.grid import load_grid
 from curate.ablate.main import AblateOptions, run_ablate
 from curate.datasets.beir import load_beir
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 from tests.helpers import SHARED_DATA, assert_one_line_error, run_curate
 from tests.mine_helpers import write_beir
 

@@ -12,8 +12,8 @@ from curate.convert.labeled import examples_to_triplets
 from curate.convert.nearest import pick_nearest
 from curate.convert.readers import read_labeled, read_sts_pairs
 from curate.convert.sts import sts_pairs_to_records, to_ten
-from curate.errors import CurateError
-from curate.records import Record
+from curate.core.errors import CurateError
+from curate.core.records import Record
 from tests.helpers import assert_one_line_error, SHARED_DATA, read_jsonl, run_curate
 
 NEWS = [

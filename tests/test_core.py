@@ -7,10 +7,10 @@ import random
 
 import pytest
 
-from curate.errors import CurateError
-from curate.jsonl import JsonlAppender, atomic_write_text, read_jsonl, trim_partial_tail
+from curate.core.errors import CurateError
+from curate.core.jsonl import JsonlAppender, atomic_write_text, read_jsonl, trim_partial_tail
 from curate.near_dup import NearDupIndex
-from curate.records import FAMILIES, Negative, Record, read_records
+from curate.core.records import FAMILIES, Negative, Record, read_records
 from curate.taskspec import load_spec
 from curate.templates import load_template, render
 
@@ -33,6 +33,59 @@ def test_read_records_names_file_and_line_of_a_bad_record(tmp_path):
     p.write_text(json.dumps(_record().to_dict()) + "\n" + json.dumps({"id": "x"}) + "\n")
     with pytest.raises(CurateError, match=r"in\.jsonl:2: .*lacks task_type"):
         read_records(p)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"query": "   "}, "record 'query' is empty"),
+    ({"positive": ""}, "record 'positive' is empty"),
+    ({"query": 7}, "record 'query' must be a string"),
+    ({"negatives": "n1"}, "'negatives' must be a list"),
+    ({"negatives": [{"text": "n", "score": "nine"}]}, "negative 1 'score' must be a number (got 'nine')"),
+    ({"negatives": [{"text": "n"}, {"text": "m", "level": "one"}]}, "negative 2 'level' must be 1, 2, 3 or 4"),
+    ({"negatives": [{"text": "n", "level": 5}]}, "negative 1 'level' must be 1, 2, 3 or 4 (got 5)"),
+    ({"negatives": [{"text": "n", "level": True}]}, "'level' must be 1, 2, 3 or 4"),
+    ({"negatives": [{"text": " "}]}, "negative 1 'text' is empty"),
+    ({"negatives": ["n"]}, "negative 1 must be an object"),
+    ({"negatives": [{"text": "n", "teacher_score": [1]}]}, "'teacher_score' must be a number"),
+    ({"negatives": [{"text": "n", "answerable": "no"}]}, "'answerable' must be true or false"),
+    ({"meta": "str"}, "record 'meta' must be an object (got str)"),
+    ({"scores": [1]}, "record 'scores' must be an object (got list)"),
+    ({"positive_score": "high"}, "'positive_score' must be a number"),
+    ({"schema_version": 9}, "'schema_version' 9 is not one this curate reads"),
+])
+def test_bad_fields_are_one_line_naming_file_and_line(tmp_path, change, message):
+    p = tmp_path / "in.jsonl"
+    p.write_text(json.dumps(_record().to_dict()) + "\n" + json.dumps({**_record().to_dict(), **change}) + "\n")
+    with pytest.raises(CurateError) as err:
+        read_records(p)
+    assert str(err.value).startswith(f"{p}:2: not a curate record: ")
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_bad_record_stops_filter_mine_and_export_with_file_and_line(tmp_path):
+    from tests.helpers import assert_one_line_error, run_curate
+
+    p = tmp_path / "in.jsonl"
+    p.write_text(json.dumps(_record().to_dict()) + "\n" + json.dumps({**_record().to_dict(), "query": ""}) + "\n")
+    for args in (["filter", "--in", str(p), "--out", str(tmp_path / "f")],
+                 ["mine", "--in", str(p), "--corpus", str(p), "--out", str(tmp_path / "m")],
+                 ["export", "--in", str(p), "--out", str(tmp_path / "e")]):
+        assert_one_line_error(run_curate(*args), f"{p}:2", "'query' is empty")
+        assert not (tmp_path / args[-1].rsplit("/", 1)[-1]).exists()  # nothing written, not even the folder
+
+
+def test_version_1_records_get_their_mined_ids_on_the_negatives():
+    v1 = _record(negatives=[Negative(text="gen", level=1), Negative(text="m1", source="mined"),
+                            Negative(text="m2", source="mined")],
+                 meta={"mine": {"doc_ids": ["d1", "d2"]}}).to_dict()
+    v1["schema_version"] = 1
+    for neg in v1["negatives"]:
+        del neg["doc_id"]
+    rec = Record.from_dict(v1)
+    assert [n.doc_id for n in rec.negatives] == [None, "d1", "d2"] and rec.schema_version == 2
+    # a v1 record whose mined negatives were pruned no longer lines up: no ids rather than wrong ones
+    v1["negatives"] = v1["negatives"][:2]
+    assert [n.doc_id for n in Record.from_dict(v1).negatives] == [None, None]
 
 
 def test_read_jsonl_names_line_of_invalid_json(tmp_path):

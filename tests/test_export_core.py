@@ -23,7 +23,7 @@ import pytest
 
 import curate.export.main as export_main
 from curate.datasets.beir import load_beir
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 from curate.export.curriculum import deal, parse_curriculum
 from curate.export.inputs import Item, load_inputs
 from curate.export.instructions import Instruction
@@ -32,7 +32,7 @@ from curate.export.main import ExportOptions, run_export
 from curate.mine.main import MineOptions, run_mine
 from curate.minhash import shingles
 from curate.minhash import normalize
-from curate.records import Negative, Record
+from curate.core.records import Negative, Record
 from tests.helpers import SHARED_DATA, assert_one_line_error, read_jsonl, run_curate
 from tests.mine_helpers import HashTeacher
 

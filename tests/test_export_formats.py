@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from curate.datasets.beir import load_beir
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 from curate.export.formats import WRITERS
 from curate.export.formats.common import raw_document
 from curate.export.rows import ExportRow

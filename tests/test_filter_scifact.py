@@ -17,7 +17,7 @@ import pytest
 from curate.datasets.beir import load_beir
 from curate.embed.cache import EmbeddingCache
 from curate.embed.teacher import Teacher
-from curate.records import Negative, Record
+from curate.core.records import Negative, Record
 from tests.fake_llm_server import fake_llm_server
 from tests.helpers import SHARED_DATA, read_jsonl, run_curate
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from curate.records import Record
+from curate.core.records import Record
 from curate.taskspec import load_spec
 from tests.fake_llm_server import fake_llm_server
 from tests.helpers import assert_one_line_error, REPO, SHARED_DATA, read_jsonl, run_curate

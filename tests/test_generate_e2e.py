@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 import yaml
 
-from curate.records import FAMILIES, Record
+from curate.core.records import FAMILIES, Record
 from curate.resources import resource_dir
 from tests.helpers import REPO, read_jsonl, run_curate
 

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 from curate.filter.base import FilterContext
 from curate.filter.heuristics import heuristics
 from curate.filter.sts_gap import sts_gap
-from curate.records import Negative, Record
+from curate.core.records import Negative, Record
 
 SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact"
 

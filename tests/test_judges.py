@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 from curate.filter.base import FilterContext
 from curate.filter.judges import DEFAULT_REFUTE_PATTERN, judge_answerable, judge_refute
 from curate.llm.cache import RequestCache
 from curate.llm.client import ClientConfig, LLMClient
-from curate.records import Negative, Record
+from curate.core.records import Negative, Record
 from curate.templates import load_template, render
 
 try:

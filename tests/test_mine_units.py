@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 from curate.mine.ensemble import Pick, assign_cross, interleave
 from curate.mine.index import SearchIndex
 from curate.mine.inputs import Corpus, MineInput, MineItem, finalize, load_pairs_input, load_records_input
@@ -17,7 +17,7 @@ from curate.mine.methods import ABOVE_CEILING, BELOW_FLOOR, OUTSIDE_RANKS, VALID
 from curate.mine.miner import MineConfig, mine
 from curate.mine.report import false_negative_rate
 from curate.mine.sampling import choose, query_rng
-from curate.records import Negative, Record
+from curate.core.records import Negative, Record
 from tests.mine_helpers import HashTeacher, write_jsonl
 
 V, HI, LO, RK = VALID, ABOVE_CEILING, BELOW_FLOOR, OUTSIDE_RANKS
@@ -389,8 +389,11 @@ def test_run_mine_records_keeps_generated_negatives(tmp_path):
     assert r1["task_type"] == "short-long" and r1["task"] == "Find it."
     assert [n["source"] for n in r1["negatives"]] == ["llm", "llm", "mined", "mined", "mined"]
     assert r1["negatives"][0] == {"text": "an llm negative", "level": 1, "score": 6, "answerable": None,
-                                  "teacher_score": None, "source": "llm"}
+                                  "teacher_score": None, "source": "llm", "doc_id": None}
     mined = [n["text"] for n in r1["negatives"][2:]]
+    # each mined negative carries its corpus id, the one mine's report lists for it
+    assert [n["doc_id"] for n in r1["negatives"][2:]] == r1["meta"]["mine"]["doc_ids"]
+    assert all(n["doc_id"] for n in r1["negatives"][2:])
     # neither positive, nor a negative the record already has, is mined again
     assert not {"document number 3", "document number 8", "document number 7"} & set(mined)
     assert out[1]["task_type"] == "sts" and len(out[1]["negatives"]) == 3

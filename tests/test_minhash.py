@@ -10,10 +10,10 @@ import pytest
 from datasketch import MinHash
 
 from curate import minhash as M
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 from curate.filter.base import FilterContext
 from curate.filter.minhash_step import minhash as minhash_step
-from curate.records import Negative, Record
+from curate.core.records import Negative, Record
 from tests.helpers import SHARED_DATA
 
 RNG_WORDS = [f"w{i}" for i in range(3000)]

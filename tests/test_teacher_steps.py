@@ -33,7 +33,7 @@ from curate.filter.base import STEPS, FilterContext
 from curate.filter.false_negatives import threshold
 from curate.filter.plots import write_plots
 from curate.filter.teacher_scores import ensure_teacher_scores
-from curate.records import Negative, Record
+from curate.core.records import Negative, Record
 
 import curate.filter.false_negatives  # noqa: F401  (registers the steps)
 import curate.filter.granularity  # noqa: F401

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from curate.ablate.grid import Arm, Grid
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 
 
 def digest(obj: Any) -> str:
@@ -41,7 +41,7 @@ def training_qrels(grid: Grid, work: Path) -> Path:
         qids = sorted(random.Random(f"ablate:{grid.queries}").sample(qids, grid.queries))
     path = work / "queries" / f"{grid.split}-{digest([str(src), qids])}.tsv"
     if not path.is_file():
-        from curate.jsonl import atomic_write_text
+        from curate.core.jsonl import atomic_write_text
 
         path.parent.mkdir(parents=True, exist_ok=True)
         lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t{r}" for q in qids for d, r in qrels[q].items()]

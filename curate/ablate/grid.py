@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 from curate.yamlfile import read_yaml_mapping
 
 KINDS = ("curate", "st", "base")

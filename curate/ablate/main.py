@@ -26,8 +26,8 @@ from curate.ablate import arms as data
 from curate.ablate import report as rep
 from curate.ablate.grid import Arm, Grid, load_grid
 from curate.ablate.train import fine_tune
-from curate.errors import CurateError
-from curate.jsonl import atomic_write_json
+from curate.core.errors import CurateError
+from curate.core.jsonl import atomic_write_json
 
 REPORT = "ablate_report.json"
 CHART = "ablate.png"
@@ -120,7 +120,7 @@ def refile_older_results(work: Path, wanted: dict[str, dict[str, Any]],
     """A result made before an option existed was made with that option's default (options are
     added with the old behaviour as their default): file it under today's key too. A result whose
     recorded options differ in any value it has is not touched. Returns how many were re-filed."""
-    from curate.jsonl import atomic_write_json
+    from curate.core.jsonl import atomic_write_json
 
     def stored(v):  # as results store them: lists, not tuples
         return json.loads(json.dumps(v, default=str))

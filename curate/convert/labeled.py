@@ -16,9 +16,9 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 from curate.llm.client import derive_seed
-from curate.records import Negative, Record, stable_id
+from curate.core.records import Negative, Record, stable_id
 
 DEFAULT_TASKS = {
     "classification": "Given a text, retrieve other texts that belong to the same category.",

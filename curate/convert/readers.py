@@ -6,8 +6,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from curate.errors import CurateError
-from curate.jsonl import read_jsonl
+from curate.core.errors import CurateError
+from curate.core.jsonl import read_jsonl
 
 
 def _text(path: Path, lineno: int, obj: dict, key: str) -> str:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from curate.llm.client import derive_seed
-from curate.records import Negative, Record, stable_id
+from curate.core.records import Negative, Record, stable_id
 
 DEFAULT_TASK = "Retrieve semantically similar text."
 _TRIES = 64

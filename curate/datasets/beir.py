@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from curate.corpus import read_corpus
-from curate.errors import CurateError
-from curate.jsonl import read_jsonl
+from curate.core.errors import CurateError
+from curate.core.jsonl import read_jsonl
 
 
 @dataclass

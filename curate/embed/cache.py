@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 
 DB_NAME = "vectors.sqlite"
 _IN_CHUNK = 500  # hashes per "IN (...)" lookup; well under SQLite's bound-parameter limit

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from curate.embed.cache import EmbeddingCache
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 
 BUNDLED_ID = "sentence-transformers/all-MiniLM-L6-v2"
 _BUNDLED_ALIASES = {BUNDLED_ID.lower(), "all-minilm-l6-v2", "minilm", "default", "bundled"}

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 from curate.evaluate.metrics import DEFAULT_METRICS, evaluate
 from curate.evaluate.retrieve import Timings, retrieve, search
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from curate.datasets.beir import BeirData, load_beir
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 from curate.evaluate import store
 from curate.evaluate.light import LightParams, LightSet, build_light_set, difference
 from curate.evaluate.metrics import DEFAULT_METRICS, Scores, evaluate, scored_queries

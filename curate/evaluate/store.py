@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from curate.embed.cache import default_cache_dir
-from curate.jsonl import atomic_write_json
+from curate.core.jsonl import atomic_write_json
 
 
 def eval_cache_dir() -> Path:

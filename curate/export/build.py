@@ -10,19 +10,6 @@ from curate.export.instructions import Instruction, is_symmetric
 from curate.export.rows import ExportRow
 
 
-def _mined_ids(item: Item) -> list[str | None]:
-    """Corpus id of each negative: mined negatives in order line up with ``meta.mine.doc_ids``
-    (when a later stage pruned some, the two no longer line up and no ids are given)."""
-    negs = item.record.negatives
-    doc_ids = ((item.record.meta or {}).get("mine") or {}).get("doc_ids") or []
-    mined = [k for k, n in enumerate(negs) if n.source == "mined"]
-    out: list[str | None] = [None] * len(negs)
-    if len(mined) == len(doc_ids):
-        for k, d in zip(mined, doc_ids):
-            out[k] = str(d)
-    return out
-
-
 def _positive_score(item: Item) -> float | None:
     teacher = (item.record.scores or {}).get("teacher")
     if not isinstance(teacher, dict):
@@ -40,7 +27,6 @@ def build_row(item: Item, split: str, chosen: Sequence[int], levels: Sequence[in
     def doc(text: str) -> str:
         return instruction.apply(rec.task, text) if symmetric else text
 
-    ids = _mined_ids(item)
     positive_ids = (rec.meta or {}).get("positive_ids") or []
     meta = dict(rec.meta or {})
     meta["export"] = {"input": item.source, **({"dataset": item.dataset} if item.dataset else {}),
@@ -52,5 +38,5 @@ def build_row(item: Item, split: str, chosen: Sequence[int], levels: Sequence[in
         symmetric=symmetric, positive_score=_positive_score(item),
         negative_scores=[rec.negatives[k].teacher_score for k in chosen], levels=[levels[k] for k in chosen],
         phase=phase, batch=batch, positive_id=str(positive_ids[0]) if positive_ids else None,
-        negative_ids=[ids[k] for k in chosen], meta=meta,
+        negative_ids=[rec.negatives[k].doc_id for k in chosen], meta=meta,
     )

@@ -33,7 +33,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 from curate.export.inputs import Item
 
 ARMS = ("none", "ordered", "mgh", "reverse", "random", "fixed:N")

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from curate.datasets.beir import load_beir
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 from curate.export.inputs import Item
 from curate.minhash import signatures, similar_pairs
 

@@ -15,8 +15,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from curate.errors import CurateError
-from curate.records import Record, read_records
+from curate.core.errors import CurateError
+from curate.core.records import Record, read_records
 
 # ``meta["source"]`` values that ``curate mine`` writes on records it creates from a dataset.
 MINED_SOURCES = ("beir", "pairs", "hf")

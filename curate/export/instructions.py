@@ -21,8 +21,8 @@ from pathlib import Path
 
 import jinja2
 
-from curate.errors import CurateError
-from curate.records import Record
+from curate.core.errors import CurateError
+from curate.core.records import Record
 from curate.templates import render, template_from_string
 
 PRESETS = {

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 from curate.export.inputs import Item
 
 LEVELS = (1, 2, 3, 4)

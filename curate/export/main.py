@@ -2,15 +2,13 @@
 
 Order of work: read inputs (first copy of a record id wins) -> decontaminate against
 evaluation sets -> levels for every negative -> dev split -> curriculum phases -> batches ->
-rows -> format writers. Everything is written into a temporary folder beside ``--out`` that
-is renamed into place at the end, so a crashed run leaves the previous export (or nothing),
-never half of one.
+rows -> format writers. Everything goes through the run folder (``curate.core.runner``): the
+files are staged and swapped in together, so a crashed run leaves the previous export (or
+nothing), never half of one, and a file this run read is never deleted.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -18,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 from curate.export.batching import LAYOUTS, TASK_ORDERS, BatchOptions, Placed, schedule, task_rank
 from curate.export.build import build_row
 from curate.export.curriculum import Curriculum, RowNegatives, deal, parse_curriculum
@@ -28,7 +26,8 @@ from curate.export.instructions import Instruction, resolve
 from curate.export.levels import GAP_BINS, assign_levels
 from curate.export.rows import ExportRow
 from curate.export.splits import split_dev
-from curate.jsonl import atomic_write_json, atomic_write_jsonl
+from curate.core.jsonl import atomic_write_json, atomic_write_jsonl
+from curate.core.runner import open_run
 
 REPORT = "export_report.json"
 DECONTAMINATED = "decontaminated.jsonl"
@@ -129,21 +128,10 @@ def _counts(rows: list[ExportRow]) -> dict[str, Any]:
 
 
 def _check_out(out: Path) -> None:
-    """An earlier export (or an empty folder) may be replaced; anything else is the user's and is kept."""
-    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / REPORT).is_file())):
+    """An earlier export (or an empty folder) may be written over; anything else is the user's."""
+    if out.exists() and (not out.is_dir() or (not (out / REPORT).is_file()
+                                              and any(not p.name.startswith(".curate") for p in out.iterdir()))):
         raise CurateError(f"{out}: exists and is not an earlier export; choose another --out")
-
-
-def _replace_dir(tmp: Path, out: Path) -> None:
-    """Put the finished export at ``out`` (checked again: time has passed since the start)."""
-    if out.exists():
-        _check_out(out)
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        os.replace(out, old)
-        os.replace(tmp, out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, out)
 
 
 def run_export(opts: ExportOptions) -> dict[str, Any]:
@@ -152,7 +140,16 @@ def run_export(opts: ExportOptions) -> dict[str, Any]:
     curriculum, formats = _check(opts, writers)
     out = Path(opts.out)
     _check_out(out)
+    inputs = [*opts.inputs, *(opts.decontaminate or ())]
+    with open_run("export", out, {k: v for k, v in asdict(opts).items() if k != "out"}, inputs) as run:
+        report = _export(opts, run, writers, curriculum, formats, started)
+        run.counts.update({k: v for k, v in report["counts"].items() if k in ("train", "dev")})
+    _print_summary(report, out)
+    return report
 
+
+def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: Curriculum, formats: list[str],
+            started: float) -> dict[str, Any]:
     items, sources = load_inputs(list(opts.inputs))
     filters: list[dict[str, Any]] = []
     dup = sum(s.duplicates_skipped for s in sources)
@@ -214,32 +211,21 @@ def run_export(opts: ExportOptions) -> dict[str, Any]:
         "split": split_info,
     }
 
-    report = _write(out, {n: writers[n] for n in formats}, rows, card, dropped if opts.decontaminate else None,
-                    started)
-    _print_summary(report, out)
-    return report
+    return _write(run.dir, {n: writers[n] for n in formats}, rows, card, dropped if opts.decontaminate else None,
+                  started)
 
 
-def _write(out: Path, writers: dict[str, Callable], rows: list[ExportRow], card: dict[str, Any],
+def _write(folder: Path, writers: dict[str, Callable], rows: list[ExportRow], card: dict[str, Any],
            decontaminated: list[dict[str, Any]] | None, started: float) -> dict[str, Any]:
-    """Every format (one subfolder each when there are several), the drop list and the report,
-    written into a temporary folder that replaces ``out`` only once all of it is there."""
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
-        tmp.mkdir(parents=True)
-        outputs = {}
-        for name, writer in writers.items():
-            written = writer(rows, tmp if len(writers) == 1 else tmp / name, card)
-            outputs[name] = [str(Path(p).relative_to(tmp)) for p in written]
-        if decontaminated is not None:
-            atomic_write_jsonl(tmp / DECONTAMINATED, decontaminated)
-        report = {**card, "outputs": outputs, "wall_seconds": round(time.perf_counter() - started, 2)}
-        atomic_write_json(tmp / REPORT, report)
-        _replace_dir(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    """Every format (one subfolder each when there are several), the drop list and the report."""
+    outputs = {}
+    for name, writer in writers.items():
+        written = writer(rows, folder if len(writers) == 1 else folder / name, card)
+        outputs[name] = [str(Path(p).relative_to(folder)) for p in written]
+    if decontaminated is not None:
+        atomic_write_jsonl(folder / DECONTAMINATED, decontaminated)
+    report = {**card, "outputs": outputs, "wall_seconds": round(time.perf_counter() - started, 2)}
+    atomic_write_json(folder / REPORT, report)
     return report
 
 

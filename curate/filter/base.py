@@ -3,7 +3,10 @@
 A step is a function ``step(records, params, ctx) -> records`` (or an ``async`` one): it
 returns the records it keeps, possibly with negatives pruned, and reports every drop
 through ``ctx.reject`` so ``rejected.jsonl`` says which step dropped what, and why.
-Steps register themselves with ``@register("name")`` so recipes can name them.
+Steps register themselves with ``@register("name", Params)`` so recipes can name them; the
+parameters dataclass is the one home of the step's defaults, and a recipe's parameters are
+checked against it (and by the step's own ``check``) when the recipe is loaded, before any
+step runs.
 """
 
 from __future__ import annotations
@@ -14,15 +17,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from curate.records import Record
+from curate.core.records import Record
 
 StepFn = Callable[..., Any]
 STEPS: dict[str, StepFn] = {}
+PARAMS: dict[str, type] = {}  # each step's parameters dataclass
+CHECKS: dict[str, Callable[[dict[str, Any]], Any]] = {}  # deeper value checks, run at recipe load
 
 
-def register(name: str) -> Callable[[StepFn], StepFn]:
+def register(name: str, params: type, check: Callable[[dict[str, Any]], Any] | None = None
+             ) -> Callable[[StepFn], StepFn]:
+    """Make a step known to recipes by ``name``; ``params`` is its parameters dataclass."""
     def deco(fn: StepFn) -> StepFn:
-        STEPS[name] = fn
+        STEPS[name], PARAMS[name] = fn, params
+        if check is not None:
+            CHECKS[name] = check
         return fn
 
     return deco
@@ -105,10 +114,6 @@ def keep_negatives(rec: Record, survivors: list, ctx: FilterContext, drop_empty:
 
 def merge_params(step: str, defaults: dict[str, Any], params: dict[str, Any] | None) -> dict[str, Any]:
     """The step's defaults overridden by the recipe; an unknown name is a one-line error."""
-    from curate.errors import CurateError
+    from curate.core.params import as_dict, check_params, schema_from_defaults
 
-    params = dict(params or {})
-    unknown = sorted(set(params) - set(defaults))
-    if unknown:
-        raise CurateError(f"{step}: unknown parameter(s) {', '.join(unknown)}; known: {', '.join(sorted(defaults))}")
-    return {**defaults, **params}
+    return as_dict(check_params(step, schema_from_defaults(step, defaults), params))

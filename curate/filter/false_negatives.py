@@ -15,7 +15,11 @@ with no negatives is dropped ("no-negatives-left").
 
 from __future__ import annotations
 
-from curate.errors import CurateError
+from dataclasses import dataclass, field
+from typing import Literal
+
+from curate.core.errors import CurateError
+from curate.core.params import check_params
 from curate.filter.base import keep_negatives, register
 from curate.filter.teacher_scores import ensure_teacher_scores, teacher_block
 
@@ -30,14 +34,19 @@ def threshold(positive: float, mode: str = "percent", percent: float = 0.95,
     raise CurateError(f"false_negatives: mode must be 'percent' or 'margin', not {mode!r}")
 
 
-@register("false_negatives")
+@dataclass
+class FalseNegativeParams:
+    mode: Literal["percent", "margin"] = "percent"
+    percent: float = field(default=0.95, metadata={"min": 0.0, "max": 1.0})  # ceiling: this share of the positive
+    margin: float = field(default=0.05, metadata={"min": 0.0})  # ceiling: the positive minus this
+    depth: int = field(default=100, metadata={"min": 1})
+
+
+@register("false_negatives", FalseNegativeParams)
 def false_negatives(records, params, ctx):
-    params = params or {}
-    mode = str(params.get("mode", "percent"))
-    percent = float(params.get("percent", 0.95))
-    margin = float(params.get("margin", 0.05))
-    threshold(0.0, mode, percent, margin)  # a bad mode fails before any work
-    ensure_teacher_scores(records, ctx, depth=int(params.get("depth", 100)))
+    p = check_params("false_negatives", FalseNegativeParams, params)
+    mode, percent, margin = p.mode, p.percent, p.margin
+    ensure_teacher_scores(records, ctx, depth=p.depth)
 
     kept, dropped = [], 0
     for rec in records:

@@ -23,13 +23,14 @@ level by more than ``tolerance``.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Literal
 
-from curate.errors import CurateError
+from curate.core.params import check_params
 from curate.filter.base import register
 from curate.filter.teacher_scores import ensure_teacher_scores, select_negatives
 
 MGH_REFERENCE = {"1": 0.881, "2": 0.857, "3": 0.845, "4": 0.793}
-POLICIES = ("keep", "reorder", "drop-inverted")
 
 
 def inversions(negatives, tolerance: float = 0.0) -> list[dict]:
@@ -57,17 +58,19 @@ def level_means(records) -> tuple[dict[str, float], dict[str, int]]:
             {str(lv): counts[lv] for lv in levels})
 
 
-@register("granularity")
+@dataclass
+class GranularityParams:
+    policy: Literal["keep", "reorder", "drop-inverted"] = "keep"
+    tolerance: float = field(default=0.0, metadata={"min": 0.0})
+    renumber: Literal["existing", "sequential"] = "existing"
+    depth: int = field(default=100, metadata={"min": 1})
+
+
+@register("granularity", GranularityParams)
 def granularity(records, params, ctx):
-    params = params or {}
-    policy = str(params.get("policy", "keep"))
-    if policy not in POLICIES:
-        raise CurateError(f"granularity: policy must be one of {', '.join(POLICIES)}, not {policy!r}")
-    tolerance = float(params.get("tolerance", 0.0))
-    renumber = str(params.get("renumber", "existing"))
-    if renumber not in ("existing", "sequential"):
-        raise CurateError(f"granularity: renumber must be 'existing' or 'sequential', not {renumber!r}")
-    ensure_teacher_scores(records, ctx, depth=int(params.get("depth", 100)))
+    p = check_params("granularity", GranularityParams, params)
+    policy, tolerance, renumber = p.policy, p.tolerance, p.renumber
+    ensure_teacher_scores(records, ctx, depth=p.depth)
 
     means, counts = level_means(records)
     levels = [int(k) for k in means]

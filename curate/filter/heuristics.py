@@ -25,10 +25,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
+from curate.core.params import schema_from_defaults
 from curate.filter.base import keep_negatives, merge_params, FilterContext, register
 from curate.near_dup import normalize, shingles
-from curate.records import Negative, Record
+from curate.core.records import Negative, Record
 
 DEFAULT_SELF_EXPLANATION_PATTERNS = [
     r"\bhard[- ]negatives?\b",
@@ -161,7 +162,7 @@ class _Checker:
         return None
 
 
-@register("heuristics")
+@register("heuristics", schema_from_defaults("HeuristicsParams", DEFAULTS), _params)
 def heuristics(records: list[Record], params: dict[str, Any], ctx: FilterContext) -> list[Record]:
     p = _params(params)
     check = _Checker(p)

@@ -31,10 +31,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from curate.asyncrun import bounded
-from curate.errors import CurateError
+from curate.core.errors import CurateError
+from curate.core.params import schema_from_defaults
 from curate.filter.base import keep_negatives, merge_params, FilterContext, register
 from curate.llm.client import derive_seed
-from curate.records import Record
+from curate.core.records import Record
 from curate.templates import load_template, render
 
 # Refutation-style wording in a task instruction. Forms with common other meanings are left out
@@ -202,14 +203,18 @@ def _judges_scores(rec: Record) -> dict[str, Any]:
 # --------------------------------------------------------------------------- judge_refute
 
 
-@register("judge_refute")
+def _refute_params(params: dict[str, Any] | None) -> tuple[dict[str, Any], re.Pattern]:
+    p = _merge("judge_refute", REFUTE_DEFAULTS, params)
+    try:
+        return p, re.compile(p["pattern"], re.IGNORECASE)
+    except (re.error, TypeError) as e:
+        raise CurateError(f"judge_refute: bad pattern {p['pattern']!r}: {e}") from None
+
+
+@register("judge_refute", schema_from_defaults("JudgeRefuteParams", REFUTE_DEFAULTS), _refute_params)
 async def judge_refute(records: list[Record], params: dict[str, Any], ctx: FilterContext) -> list[Record]:
     step = "judge_refute"
-    p = _merge(step, REFUTE_DEFAULTS, params)
-    try:
-        rx = re.compile(p["pattern"], re.IGNORECASE)
-    except (re.error, TypeError) as e:
-        raise CurateError(f"{step}: bad pattern {p['pattern']!r}: {e}") from None
+    p, rx = _refute_params(params)
     drop_on = set(p["drop_on"] or [])
     targets = [i for i, rec in enumerate(records) if rx.search(rec.task or "")]
     if not targets:
@@ -263,7 +268,8 @@ async def judge_refute(records: list[Record], params: dict[str, Any], ctx: Filte
 # --------------------------------------------------------------------------- judge_answerable
 
 
-@register("judge_answerable")
+@register("judge_answerable", schema_from_defaults("JudgeAnswerableParams", ANSWERABLE_DEFAULTS),
+          lambda params: _merge("judge_answerable", ANSWERABLE_DEFAULTS, params))
 async def judge_answerable(records: list[Record], params: dict[str, Any], ctx: FilterContext) -> list[Record]:
     step = "judge_answerable"
     p = _merge(step, ANSWERABLE_DEFAULTS, params)

@@ -11,13 +11,14 @@ from typing import Any
 from rich.table import Table
 
 from curate.corpus import read_corpus
-from curate.errors import CurateError
+from curate.core.errors import CurateError
+from curate.core.runner import open_run
 from curate.filter.base import FilterContext
 from curate.filter.recipe import load_recipe
 from curate.filter.run import FILTERED, REJECTED, REPORT, run_steps, write_outputs
 from curate.llm.backend import LLMOptions, llm_client
 from curate.progress import console
-from curate.records import read_records
+from curate.core.records import read_records
 
 
 def _teacher_factory(cfg: dict[str, Any]):
@@ -57,6 +58,16 @@ def filter_main(in_path: Path, out_dir: Path, recipe_name: str, teacher: str | N
     records = read_records(in_path)
     if not records:
         raise CurateError(f"{in_path}: no records")
+    params = {"recipe": recipe.name, "steps": [{"step": c.name, **c.params} for c in recipe.steps],
+              "teacher": teacher, "query_prompt": query_prompt, "doc_prompt": doc_prompt}
+    with open_run("filter", out_dir, params, [in_path, recipe.path, corpus_path]) as run:
+        report = _filter(records, in_path, out_dir, run, recipe, teacher, query_prompt, doc_prompt, corpus_path,
+                         llm_opts, started)
+    _print_report(report, out_dir)
+
+
+def _filter(records, in_path: Path, out_dir: Path, run, recipe, teacher, query_prompt, doc_prompt, corpus_path,
+            llm_opts: LLMOptions, started: float) -> dict[str, Any]:
     corpus = [text for _, text in read_corpus(corpus_path)] if corpus_path else []
     teacher_cfg = dict(recipe.teacher)
     for key, value in (("model", teacher), ("query_prompt", query_prompt), ("doc_prompt", doc_prompt)):
@@ -69,7 +80,7 @@ def filter_main(in_path: Path, out_dir: Path, recipe_name: str, teacher: str | N
     if any("teacher" in r.scores for r in records):
         from curate.filter.plots import write_plots
 
-        plots = [str(p) for p in write_plots(records, out_dir)]
+        plots = [str(out_dir / p.relative_to(run.dir)) for p in write_plots(records, run.dir)]
     report = {
         "input": str(in_path),
         "recipe": {"name": recipe.name, "path": str(recipe.path)},
@@ -83,8 +94,12 @@ def filter_main(in_path: Path, out_dir: Path, recipe_name: str, teacher: str | N
         "outputs": {"filtered": FILTERED, "rejected": REJECTED},
         "wall_seconds": round(time.perf_counter() - started, 2),
     }
-    write_outputs(out_dir, kept, ctx, report)
-    _print_report(report, out_dir)
+    write_outputs(run.dir, kept, ctx, report)
+    run.counts.update({"records_in": report["records_in"], "records_kept": report["records_kept"],
+                       "negatives_in": report["negatives_in"], "negatives_kept": report["negatives_kept"],
+                       "dropped": {row["step"]: {**row["records_dropped"], **row["negatives_dropped"]}
+                                   for row in report["steps"]}})
+    return report
 
 
 def _teacher_stats(ctx: FilterContext, cfg: dict[str, Any]) -> dict[str, Any] | None:

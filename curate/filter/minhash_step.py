@@ -37,7 +37,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
+from curate.core.params import schema_from_defaults
 from curate.filter.base import merge_params, FilterContext, register
 from curate.minhash import (
     jaccard,
@@ -47,7 +48,7 @@ from curate.minhash import (
     similar_pairs,
     union_find_groups,
 )
-from curate.records import Record
+from curate.core.records import Record
 
 FIELDS = ("query", "positive", "task")
 DEFAULTS: dict[str, Any] = {
@@ -128,7 +129,7 @@ def _add_teacher_margins(alive: list[Record], margins: dict[int, tuple[int, floa
             margins[m] = (2, value)
 
 
-@register("minhash")
+@register("minhash", schema_from_defaults("MinhashParams", DEFAULTS), _params)
 def minhash(records: list[Record], params: dict[str, Any], ctx: FilterContext) -> list[Record]:
     p = _params(params)
     num_perm, seed = p["num_perm"], p["seed"]

@@ -1,4 +1,8 @@
-"""Filter recipes (filters/*.yaml): which steps run, in which order, with which parameters."""
+"""Filter recipes (filters/*.yaml): which steps run, in which order, with which parameters.
+
+Every step's parameters are checked when the recipe is loaded (names, types, ranges), so a
+typo stops the run before the first step, not halfway through it.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 from curate.resources import resource_dir
 from curate.yamlfile import read_yaml_mapping
 
@@ -42,6 +46,8 @@ def find_recipe(name_or_path: str) -> Path:
 
 
 def load_recipe(name_or_path: str) -> Recipe:
+    from curate.core.params import check_params
+    from curate.filter.base import CHECKS, PARAMS
     from curate.filter.steps import STEPS  # registers every step
 
     path = find_recipe(name_or_path)
@@ -59,5 +65,12 @@ def load_recipe(name_or_path: str) -> Recipe:
             raise CurateError(f"{path}: step {i}: unknown step {name!r} (known: {', '.join(sorted(STEPS))})")
         if params is not None and not isinstance(params, dict):
             raise CurateError(f"{path}: step {i} ({name}): parameters must be a mapping")
+        where = f"{path}: step {i}"
+        check_params(f"{where} ({name})", PARAMS[name], params)
+        if name in CHECKS:
+            try:
+                CHECKS[name](dict(params or {}))
+            except CurateError as e:
+                raise CurateError(f"{where}: {e}") from None
         steps.append(StepConfig(name, dict(params or {})))
     return Recipe(name=str(raw.get("name") or path.stem), path=path, steps=steps, teacher=dict(raw.get("teacher") or {}))

@@ -16,8 +16,8 @@ from typing import Any
 
 from curate.filter.base import STEPS, FilterContext
 from curate.filter.recipe import Recipe
-from curate.jsonl import atomic_write_json, atomic_write_jsonl
-from curate.records import Record
+from curate.core.jsonl import atomic_write_json, atomic_write_jsonl
+from curate.core.records import Record
 
 FILTERED = "filtered.jsonl"
 REJECTED = "rejected.jsonl"

@@ -8,17 +8,12 @@ untouched; records or negatives without scores pass too and are counted in the r
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from curate.errors import CurateError
-from curate.filter.base import keep_negatives, FilterContext, register
-from curate.records import Record
-
-DEFAULTS: dict[str, Any] = {
-    "min_gap": 1.5,
-    "families": ["sts"],
-    "drop_if_no_negatives": True,  # a record whose negatives all went is dropped as no-negatives-left
-}
+from curate.core.params import check_params
+from curate.core.records import Record
+from curate.filter.base import FilterContext, keep_negatives, register
 
 
 def _number(x: Any) -> float | None:
@@ -27,16 +22,17 @@ def _number(x: Any) -> float | None:
     return float(x)
 
 
-@register("sts_gap")
+@dataclass
+class StsGapParams:
+    min_gap: float = field(default=1.5, metadata={"min": 0.0})  # positive score minus negative score
+    families: list[str] | str = field(default_factory=lambda: ["sts"])
+    drop_if_no_negatives: bool = True  # a record whose negatives all went is dropped as no-negatives-left
+
+
+@register("sts_gap", StsGapParams)
 def sts_gap(records: list[Record], params: dict[str, Any], ctx: FilterContext) -> list[Record]:
-    params = dict(params or {})
-    unknown = sorted(set(params) - set(DEFAULTS))
-    if unknown:
-        raise CurateError(f"sts_gap: unknown parameter(s) {', '.join(unknown)}; known: {', '.join(DEFAULTS)}")
-    p = {**DEFAULTS, **params}
-    min_gap = _number(p["min_gap"])
-    if min_gap is None or min_gap < 0:
-        raise CurateError(f"sts_gap: min_gap must be a number >= 0, got {p['min_gap']!r}")
+    p = asdict(check_params("sts_gap", StsGapParams, params))
+    min_gap = p["min_gap"]
     families = p["families"]
     families = {families} if isinstance(families, str) else set(families or [])
 

@@ -14,22 +14,28 @@ A limit set to ``null``/0 switches that check off.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
+from curate.core.params import check_params
 from curate.filter.base import keep_negatives, register
 from curate.filter.teacher_scores import ensure_teacher_scores, teacher_block
 
 
-def _limit(params, name: str, default: int) -> int | None:
-    value = params.get(name, default)
-    return int(value) if value else None
+@dataclass
+class TeacherRankParams:
+    positive_top: int | None = field(default=10, metadata={"min": 0})  # 0 or null: no limit
+    negative_bottom: int | None = field(default=50, metadata={"min": 0})  # 0 or null: no limit
+    drop_if_negative_outranks: bool = True
+    depth: int = field(default=100, metadata={"min": 1})  # teacher ranks computed this deep
 
 
-@register("teacher_rank")
+@register("teacher_rank", TeacherRankParams)
 def teacher_rank(records, params, ctx):
-    params = params or {}
-    pos_top = _limit(params, "positive_top", 10)
-    neg_bottom = _limit(params, "negative_bottom", 50)
-    outranks = bool(params.get("drop_if_negative_outranks", True))
-    ensure_teacher_scores(records, ctx, depth=int(params.get("depth", 100)))
+    p = check_params("teacher_rank", TeacherRankParams, params)
+    pos_top = p.positive_top or None
+    neg_bottom = p.negative_bottom or None
+    outranks = p.drop_if_negative_outranks
+    ensure_teacher_scores(records, ctx, depth=p.depth)
 
     kept, pruned = [], 0
     for rec in records:

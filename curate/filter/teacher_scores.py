@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from curate.embed.search import rank_targets, top_k
-from curate.records import Record
+from curate.core.records import Record
 
 SYMMETRIC_FAMILIES = frozenset({"sts", "bitext", "short-short", "long-long", "classification", "clustering"})
 

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from curate.asyncrun import bounded
-from curate.errors import CurateError
-from curate.jsonl import JsonlAppender, read_jsonl
+from curate.core.errors import CurateError
+from curate.core.jsonl import JsonlAppender, read_jsonl
 from curate.llm.client import LLMClient, derive_seed
 from curate.progress import RunStats
-from curate.records import Task, stable_id
+from curate.core.records import Task, stable_id
 from curate.taskspec import TaskSpec
 
 from curate.generate.prompting import build_messages, draw_variables

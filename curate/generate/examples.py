@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from curate.asyncrun import bounded
-from curate.errors import CurateError
-from curate.jsonl import JsonlAppender, atomic_write_jsonl, read_jsonl, trim_partial_tail
+from curate.core.errors import CurateError
+from curate.core.jsonl import JsonlAppender, atomic_write_jsonl, read_jsonl, trim_partial_tail
 from curate.llm.client import Answer, LLMClient, derive_seed
 from curate.progress import RunStats
-from curate.records import Negative, Record, Task, stable_id
+from curate.core.records import Negative, Record, Task, stable_id
 from curate.taskspec import TaskSpec
 
 from curate.generate.prompting import build_messages, draw_variables

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from curate.errors import CurateError
-from curate.jsonl import read_jsonl
+from curate.core.errors import CurateError
+from curate.core.jsonl import read_jsonl
 from curate.progress import RunStats
-from curate.records import Task, stable_id
+from curate.core.records import Task, stable_id
 from curate.taskspec import TaskSpec
 
 from curate.generate.examples import Item, make_item, pinned_parts

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 from curate.llm.cache import RequestCache
 from curate.llm.client import ClientConfig, LLMClient
 from curate.llm.embedded import EmbeddedServer

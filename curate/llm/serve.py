@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from curate.embed.cache import default_cache_dir
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 from curate.llm.embedded import BUNDLED_ALIAS, bundled_model_path
 from curate.llm.readiness import wait_until_up
 

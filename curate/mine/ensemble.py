@@ -16,7 +16,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 
 ENSEMBLES = ("intra", "cross")
 CROSS_ASSIGN = ("hash", "roundrobin")

@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from curate.embed.search import _gpu_count
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 
 INDEX_KINDS = ("flat", "ivf", "hnsw")
 _GPU_MAX_K = 2048

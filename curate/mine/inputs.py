@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 
 from curate.corpus import read_corpus
-from curate.errors import CurateError
-from curate.jsonl import read_jsonl
-from curate.records import Record, read_records, stable_id
+from curate.core.errors import CurateError
+from curate.core.jsonl import read_jsonl
+from curate.core.records import Record, read_records, stable_id
 
 
 class Corpus:

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from curate.errors import CurateError
-from curate.jsonl import atomic_write_json, atomic_write_jsonl
+from curate.core.errors import CurateError
+from curate.core.jsonl import atomic_write_json, atomic_write_jsonl
+from curate.core.runner import REJECTED
 from curate.mine import report as rep
 from curate.mine.ensemble import ENSEMBLES, Pick, assign_cross, interleave
 from curate.mine.index import SearchIndex
@@ -20,7 +21,7 @@ from curate.mine.inputs import MineInput, MineItem, load_input
 from curate.mine.methods import Method
 from curate.mine.miner import CrossEncoderScorer, MineConfig, Mined, mine
 from curate.mine.sampling import STRATEGIES
-from curate.records import Negative, Record
+from curate.core.records import Negative, Record
 
 MINED = "mined.jsonl"
 REPORT = "mine_report.json"
@@ -124,7 +125,8 @@ def _record(item: MineItem, picks: list[Pick], mined_by: dict[int, Mined], inp: 
             opts: MineOptions, models: list[str], scorer_name: str | None) -> Record:
     corpus = inp.corpus
     negatives = [Negative(text=corpus.texts[p.doc], level=_level(i, cfg.k) if opts.levels else None,
-                          teacher_score=float(p.score), source="mined") for i, p in enumerate(picks)]
+                          teacher_score=float(p.score), source="mined", doc_id=corpus.doc_id(p.doc))
+                 for i, p in enumerate(picks)]
     first_t = min(mined_by)
     first = mined_by[first_t]
     neg_scores = [float(p.score) for p in picks]
@@ -180,20 +182,34 @@ def _record(item: MineItem, picks: list[Pick], mined_by: dict[int, Mined], inp: 
 def run_mine(opts: MineOptions, teachers=None, rescorer=None) -> dict[str, Any]:
     """Mine, write the outputs, and return the report.  ``teachers`` / ``rescorer``: objects to
     use instead of loading them by name (tests, notebooks)."""
-    started = time.perf_counter()
-    timings: dict[str, float] = {}
+    from dataclasses import asdict
+
+    from curate.core.runner import open_run
+
     cfg = _config(opts)
     if opts.ensemble is not None and opts.ensemble not in ENSEMBLES:
         raise CurateError(f"unknown --ensemble {opts.ensemble!r} (choose from {', '.join(ENSEMBLES)})")
     n_teachers = len(teachers) if teachers is not None else max(1, len(opts.teachers))
     if n_teachers > 1 and opts.ensemble is None:
         raise CurateError("several --teacher need --ensemble intra or --ensemble cross")
+    params = {k: v for k, v in asdict(opts).items() if k != "out"}
+    inputs = [opts.data, opts.qrels, opts.pairs, opts.records, opts.corpus, opts.check_qrels]
+    with open_run("mine", opts.out, params, inputs) as run:
+        report = _mine(opts, cfg, run, teachers, rescorer)
+        run.counts.update({"queries_in": report["queries_in"], "records_out": report["queries_out"],
+                           "negatives": report["negatives"]})
+    return report
+
+
+def _mine(opts: MineOptions, cfg: MineConfig, run, teachers, rescorer) -> dict[str, Any]:
+    started = time.perf_counter()
+    timings: dict[str, float] = {}
     check_qrels = None
     if opts.check_qrels:
         from curate.datasets.beir import read_qrels
 
         check_qrels = read_qrels(Path(opts.check_qrels))
-    out_dir = Path(opts.out)
+    out_dir = run.dir
 
     t = time.perf_counter()
     inp = load_input(data=opts.data, split=opts.split, qrels=opts.qrels, min_relevance=opts.min_relevance,
@@ -272,9 +288,13 @@ def run_mine(opts: MineOptions, teachers=None, rescorer=None) -> dict[str, Any]:
             gaps.append(mined_by[p.teacher].lowest_positive - p.score)
         if opts.positive_top and first.positive_rank > opts.positive_top:
             gated += 1
+            run.reject(item.record_id, "positive-below-top", query=item.query, positive_rank=int(first.positive_rank),
+                       positive_top=opts.positive_top)
         elif len(picks) >= min_negs:
             out_records.append(_record(item, picks, mined_by, inp, cfg, opts, models, scorer_name))
-    out_dir.mkdir(parents=True, exist_ok=True)
+        else:
+            run.reject(item.record_id, "too-few-negatives", query=item.query, negatives=len(picks),
+                       min_negatives=min_negs, why=short_reasons[-1])
     atomic_write_jsonl(out_dir / MINED, (r.to_dict() for r in out_records))
 
     report: dict[str, Any] = {
@@ -305,7 +325,7 @@ def run_mine(opts: MineOptions, teachers=None, rescorer=None) -> dict[str, Any]:
                                                             opts.check_qrels)
     plots = rep.write_plots(out_dir, lowest_pos, neg_scores, gaps, cfg.method.name) if opts.plots else []
     report["plots"] = [p.name for p in plots]
-    report["outputs"] = {"records": MINED}
+    report["outputs"] = {"records": MINED, **({"rejected": REJECTED} if run.dropped else {})}
     timings["write_s"] = time.perf_counter() - t
     report["timings"] = {k: round(v, 2) for k, v in timings.items()}
     report["wall_seconds"] = round(time.perf_counter() - started, 2)

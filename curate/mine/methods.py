@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 
 METHODS = ("naive", "shift", "window", "abs", "marginpos", "percpos")
 POSITIVE_AWARE = frozenset({"marginpos", "percpos"})

@@ -21,7 +21,7 @@ import hashlib
 
 import numpy as np
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 
 STRATEGIES = ("top", "uniform", "softmax", "top1+")
 

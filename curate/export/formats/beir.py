@@ -14,7 +14,7 @@ from pathlib import Path
 
 from curate.export.formats.common import atomic_path, doc_ids, extra_positives, id_tables, query_id, split_indices
 from curate.export.rows import ExportRow
-from curate.jsonl import atomic_write_jsonl
+from curate.core.jsonl import atomic_write_jsonl
 
 
 def write_beir(rows: list[ExportRow], out_dir: Path, card: dict) -> list[Path]:

@@ -13,9 +13,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
+from curate.core.jsonl import FILE_MODE
 from curate.export.rows import ExportRow
-from curate.records import stable_id
+from curate.core.records import stable_id
 
 # A reader of one of our files should never meet a half-written one: each file is written
 # under a temporary name in its own folder, then renamed (atomic on one file system).
@@ -29,6 +30,7 @@ def atomic_path(path: Path) -> Iterator[Path]:
     os.close(fd)
     try:
         yield Path(tmp)
+        os.chmod(tmp, FILE_MODE)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from curate.export.formats.common import fill_negatives, raw_document, safe_name, split_indices
 from curate.export.rows import ExportRow
-from curate.jsonl import atomic_write_jsonl
+from curate.core.jsonl import atomic_write_jsonl
 
 NO_IN_BATCH = ("classification", "clustering")
 

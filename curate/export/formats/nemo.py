@@ -16,7 +16,7 @@ from pathlib import Path
 
 from curate.export.formats.common import fill_negatives, id_tables, query_id, split_indices
 from curate.export.rows import ExportRow
-from curate.jsonl import atomic_write_jsonl
+from curate.core.jsonl import atomic_write_jsonl
 
 
 def write_nemo(rows: list[ExportRow], out_dir: Path, card: dict) -> list[Path]:

@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 from curate.export.formats.common import atomic_path
 
 DEFAULT_SHARD_ROWS = 100_000

@@ -3,6 +3,11 @@
 One dataclass for a training example (query, positive, graded negatives) and one for a
 brainstormed task. Later stages add their numbers to ``Negative.teacher_score`` /
 ``Record.scores`` / ``Record.meta`` rather than inventing new shapes.
+
+Reading checks every field's type and that the texts are not blank, so a bad line stops the
+stage that reads it with one line naming file and line, instead of reaching an export or
+crashing a later step. Version 2 gives each mined negative its corpus ``doc_id``; version 1
+files (ids in ``meta.mine.doc_ids``, matched by position) are upgraded as they are read.
 """
 
 from __future__ import annotations
@@ -12,9 +17,9 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from curate.errors import CurateError
+from curate.core.errors import CurateError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 # The task families the shipped specs cover; a user may add more with a template and a spec.
 FAMILIES = ("short-long", "long-short", "short-short", "long-long", "sts", "bitext")
 
@@ -35,12 +40,27 @@ class Negative:
     answerable: bool | None = None  # does this text answer the query, per the generator
     teacher_score: float | None = None  # filled by teacher-based stages
     source: str = "llm"  # "llm" for generated, "mined" for retrieved from a corpus
+    doc_id: str | None = None  # the corpus id of a mined negative
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Negative:
-        if not isinstance(d, dict) or not isinstance(d.get("text"), str):
-            raise ValueError("a negative must be an object with a string 'text'")
+    def from_dict(cls, d: dict[str, Any], where: str = "negative") -> Negative:
+        if not isinstance(d, dict):
+            raise ValueError(f"{where} must be an object with a 'text'")
+        _text(d, "text", where)
+        level = d.get("level")
+        if level is not None and (not _is_int(level) or not 1 <= level <= 4):
+            raise ValueError(f"{where} 'level' must be 1, 2, 3 or 4 (got {level!r})")
+        for key in ("score", "teacher_score"):
+            _number(d, key, where)
+        _typed(d, "answerable", bool, "true or false", where)
+        _typed(d, "source", str, "a string", where)
+        if d.get("doc_id") is not None and not isinstance(d["doc_id"], (str, int)):
+            raise ValueError(f"{where} 'doc_id' must be a string")
         known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+        if known.get("doc_id") is not None:
+            known["doc_id"] = str(known["doc_id"])
+        if known.get("source") is None:
+            known.pop("source", None)
         return cls(**known)
 
 
@@ -75,14 +95,64 @@ class Record:
         missing = [k for k in ("id", "task_type", "task", "query", "positive") if k not in d]
         if missing:
             raise ValueError(f"record lacks {', '.join(missing)}")
-        for k in ("id", "task_type", "task", "query", "positive"):
+        for k in ("id", "task_type", "task"):
             if not isinstance(d[k], str):
                 raise ValueError(f"record field '{k}' must be a string")
-        negs = d.get("negatives") or []
+        for k in ("id", "query", "positive"):
+            _text(d, k, "record")
+        negs = d.get("negatives")
+        if negs is None:
+            negs = []
         if not isinstance(negs, list):
             raise ValueError("record field 'negatives' must be a list")
-        known = {k: d[k] for k in cls.__dataclass_fields__ if k in d and k != "negatives"}
-        return cls(**known, negatives=[Negative.from_dict(n) for n in negs])
+        _number(d, "positive_score", "record")
+        _typed(d, "positive_answerable", bool, "true or false", "record")
+        for k in ("scores", "meta"):
+            _typed(d, k, dict, "an object", "record")
+        version = d.get("schema_version", 1)
+        if not _is_int(version) or not 1 <= version <= SCHEMA_VERSION:
+            raise ValueError(f"record 'schema_version' {version!r} is not one this curate reads (1-{SCHEMA_VERSION})")
+        known = {k: d[k] for k in cls.__dataclass_fields__ if k in d and k != "negatives" and d[k] is not None}
+        rec = cls(**known, negatives=[Negative.from_dict(n, f"negative {i + 1}") for i, n in enumerate(negs)])
+        if version < 2:
+            _upgrade_v1(rec)
+        rec.schema_version = SCHEMA_VERSION
+        return rec
+
+
+def _upgrade_v1(rec: Record) -> None:
+    """Version 1 kept mined negatives' corpus ids in ``meta.mine.doc_ids``, in the order of the
+    mined negatives; a step that pruned negatives broke the match (then no id is given)."""
+    doc_ids = (rec.meta.get("mine") or {}).get("doc_ids") if isinstance(rec.meta.get("mine"), dict) else None
+    mined = [n for n in rec.negatives if n.source == "mined"]
+    if isinstance(doc_ids, list) and len(doc_ids) == len(mined):
+        for neg, doc_id in zip(mined, doc_ids):
+            if neg.doc_id is None and doc_id is not None:
+                neg.doc_id = str(doc_id)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _text(d: dict[str, Any], key: str, where: str) -> None:
+    v = d.get(key)
+    if not isinstance(v, str):
+        raise ValueError(f"{where} '{key}' must be a string")
+    if not v.strip():
+        raise ValueError(f"{where} '{key}' is empty")
+
+
+def _number(d: dict[str, Any], key: str, where: str) -> None:
+    v = d.get(key)
+    if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+        raise ValueError(f"{where} '{key}' must be a number (got {v!r})")
+
+
+def _typed(d: dict[str, Any], key: str, kind: type, says: str, where: str) -> None:
+    v = d.get(key)
+    if v is not None and not isinstance(v, kind):
+        raise ValueError(f"{where} '{key}' must be {says} (got {type(v).__name__})")
 
 
 @dataclass
@@ -112,7 +182,7 @@ class Task:
 
 def read_records(path) -> list[Record]:
     """Read a JSONL file of records; a bad line is a one-line error naming file and line."""
-    from curate.jsonl import read_jsonl
+    from curate.core.jsonl import read_jsonl
 
     out = []
     for lineno, obj in read_jsonl(path):

@@ -1,0 +1,313 @@
+"""The run folder every stage writes through: a lock, staged outputs swapped in together,
+``run.json`` and ``rejected.jsonl``.
+
+A stage opens ``open_run(stage, out, params, inputs)`` and writes its files into ``run.dir``.
+What that buys, the same for every stage:
+
+* **One writer per folder.** ``OUT/.curate.lock`` is held (``flock``) for the whole run; a
+  second run on the same ``--out`` stops at once with one line naming the holder's pid. The
+  lock dies with its process, so a killed run never leaves the folder locked.
+* **All outputs old or all new.** Files go to ``OUT/.curate-staging-PID`` first. Once every
+  one is there, a journal is written and the entries are renamed into ``OUT`` (the old ones
+  moved aside first). A run killed before the journal leaves the old outputs; a run killed
+  during the renames is finished by the next run (roll forward). Either way the next run on
+  that folder removes the staging folder, so nothing stale is left for good.
+* **Problems found before the work.** A folder that cannot be created or written, or a disk
+  that is (nearly) full, is one line naming the path before any model is loaded; a disk that
+  fills up while writing is the same line, with the old outputs untouched.
+* **Lineage.** ``run.json`` (stage, parameters, input hashes, counts in / kept / dropped by
+  reason, timings, versions, outputs) and, where the stage drops anything, ``rejected.jsonl``.
+
+Stages that resume by appending (generate, brainstorm) open the run with ``staged=False``:
+they get the lock and ``run.json``, and write into ``OUT`` itself.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from curate.core.errors import CurateError
+from curate.core.jsonl import JsonlAppender, atomic_write_json
+
+LOCK = ".curate.lock"
+STAGING = ".curate-staging-"
+JOURNAL = ".commit.json"
+RUN_JSON = "run.json"
+REJECTED = "rejected.jsonl"
+MIN_FREE_BYTES = 8 << 20  # below this the run would fail while writing; say so before the work
+_DISK_ERRORS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
+                errno.EROFS: "read-only file system", errno.EACCES: "permission denied",
+                errno.EPERM: "permission denied"}
+_VERSIONED = ("torch", "sentence-transformers", "transformers", "faiss-cpu", "openai", "datasets", "vllm")
+
+
+@dataclass
+class Run:
+    """One stage's run: where to write, what it counted, what it dropped."""
+
+    stage: str
+    out: Path
+    dir: Path  # where the stage writes its outputs (the staging folder, or ``out`` when not staged)
+    params: dict[str, Any]
+    inputs: list[str]
+    counts: dict[str, Any] = field(default_factory=dict)
+    dropped: Counter = field(default_factory=Counter)
+    timings: dict[str, float] = field(default_factory=dict)
+    _rejected: JsonlAppender | None = None
+    started: float = field(default_factory=time.perf_counter)
+    started_at: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+    def path(self, name: str) -> Path:
+        return self.dir / name
+
+    def reject(self, item_id: str | None, reason: str, **detail: Any) -> None:
+        """Record why an item was dropped (one line of ``rejected.jsonl``; counted by reason)."""
+        self.dropped[reason] += 1
+        if self._rejected is None:
+            self._rejected = JsonlAppender(self.dir / REJECTED)
+        self._rejected.write({"id": item_id, "stage": self.stage, "reason": reason, **detail})
+
+    def _close(self) -> None:
+        if self._rejected is not None:
+            self._rejected.close()
+
+
+@contextmanager
+def open_run(stage: str, out: str | os.PathLike, params: dict[str, Any] | None = None,
+             inputs: Iterable[str | os.PathLike | None] = (), staged: bool = True) -> Iterator[Run]:
+    """Lock ``out``, clear what a killed run left, and give the stage a place to write.
+
+    On a clean exit the outputs are swapped in with ``run.json``; on an exception the staging
+    folder is removed and the old outputs stay as they were."""
+    out = Path(out)
+    created = not out.exists()
+    _make_dir(out)
+    try:
+        with _run_in(stage, out, params, inputs, staged) as run:
+            yield run
+    except BaseException:
+        if created:  # a run that failed leaves no folder it made itself
+            (out / LOCK).unlink(missing_ok=True)
+            try:
+                out.rmdir()
+            except OSError:
+                pass
+        raise
+
+
+@contextmanager
+def _run_in(stage: str, out: Path, params: dict[str, Any] | None, inputs: Iterable[str | os.PathLike | None],
+            staged: bool) -> Iterator[Run]:
+    with _lock(out):
+        recover(out)
+        _check_space(out)
+        inputs = [str(p) for p in inputs if p is not None]
+        staging = out / f"{STAGING}{os.getpid()}" if staged else out
+        if staged:
+            _make_dir(staging)
+        run = Run(stage=stage, out=out, dir=staging, params=dict(params or {}), inputs=inputs)
+        try:
+            yield run
+            run._close()
+            written = _entries(staging, out) if staged else None
+            atomic_write_json(run.dir / RUN_JSON, _run_json(run, written))
+            if staged:
+                _commit(staging, out, written + [RUN_JSON], _stale(out, written, inputs))
+        except OSError as e:
+            run._close()
+            if staged:
+                shutil.rmtree(staging, ignore_errors=True)
+            raise disk_error(e, out) from None
+        except BaseException:
+            run._close()
+            if staged:
+                shutil.rmtree(staging, ignore_errors=True)
+            raise
+
+
+def disk_error(e: OSError, where: Path) -> CurateError | OSError:
+    """A write that failed for a reason the user can fix, as one line naming the path."""
+    if e.errno not in _DISK_ERRORS:
+        return e
+    return CurateError(f"{e.filename or where}: cannot write: {_DISK_ERRORS[e.errno]}")
+
+
+def recover(out: Path) -> None:
+    """Finish or discard what a killed run left in ``out`` (call with the lock held)."""
+    for staging in sorted(out.glob(f"{STAGING}*")):
+        journal = staging / JOURNAL
+        if journal.is_file():
+            try:
+                plan = json.loads(journal.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                plan = None
+            if plan is not None:
+                _apply(staging, out, plan["entries"], plan["remove"])
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _commit(staging: Path, out: Path, entries: list[str], remove: list[str]) -> None:
+    atomic_write_json(staging / JOURNAL, {"entries": entries, "remove": remove})
+    _apply(staging, out, entries, remove)
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+def _apply(staging: Path, out: Path, entries: list[str], remove: list[str]) -> None:
+    """Move each staged entry into ``out``; idempotent, so a rerun after a kill completes it."""
+    old = staging / ".old"
+    old.mkdir(exist_ok=True)
+    for name in entries:
+        new = staging / name
+        if not new.exists() and not new.is_symlink():
+            continue  # moved before the kill
+        target = out / name
+        if target.exists() or target.is_symlink():
+            if (old / name).exists():  # the old one was set aside already: this is a half-moved new one
+                _remove(target)
+            else:
+                os.replace(target, old / name)
+        os.replace(new, target)
+    for name in remove:
+        target = out / name
+        if target.exists() or target.is_symlink():
+            _remove(target)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+
+
+def _entries(staging: Path, out: Path) -> list[str]:
+    return sorted(p.name for p in staging.iterdir() if p.name not in (JOURNAL, RUN_JSON, ".old"))
+
+
+def _stale(out: Path, written: list[str], inputs: list[str]) -> list[str]:
+    """Outputs of the previous run that this run does not write again (a format no longer
+    asked for), except anything this run read: an input is never deleted."""
+    try:
+        before = json.loads((out / RUN_JSON).read_text(encoding="utf-8")).get("outputs") or []
+    except (OSError, ValueError, AttributeError):
+        return []
+    read = {Path(p).resolve() for p in inputs}
+    stale = []
+    for name in before:
+        if not isinstance(name, str) or name in written or name == RUN_JSON or "/" in name or name.startswith("."):
+            continue
+        target = (out / name).resolve()
+        if any(r == target or target in r.parents for r in read):
+            continue
+        stale.append(name)
+    return stale
+
+
+def _run_json(run: Run, outputs: list[str] | None) -> dict[str, Any]:
+    if run.dropped:
+        run.counts.setdefault("dropped", dict(sorted(run.dropped.items())))
+    return {
+        "stage": run.stage,
+        "started": run.started_at,
+        "seconds": round(time.perf_counter() - run.started, 2),
+        "params": json.loads(json.dumps(run.params, default=_plain)),
+        "inputs": [_describe_input(p) for p in run.inputs],
+        "counts": run.counts,
+        "timings": {k: round(v, 2) for k, v in run.timings.items()},
+        "outputs": outputs if outputs is not None else sorted(
+            p.name for p in run.out.iterdir() if not p.name.startswith(".") and p.name != RUN_JSON),
+        "versions": _versions(),
+    }
+
+
+def _plain(value: Any) -> Any:
+    """Parameters given as objects (a teacher passed in from Python): their name, else their text."""
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=str)
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    return getattr(value, "model_id", None) or getattr(value, "name", None) or str(value)
+
+
+def _describe_input(path: str) -> dict[str, Any]:
+    """Size and SHA-256 of an input (a folder: of its files, in name order), so a run can be
+    matched to exactly what it read."""
+    p = Path(path)
+    if not p.exists():
+        return {"path": path}
+    files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith("."))
+    digest, size = hashlib.sha256(), 0
+    for f in files:
+        if p.is_dir():
+            digest.update(str(f.relative_to(p)).encode() + b"\0")
+        with f.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+                size += len(chunk)
+    return {"path": path, "bytes": size, "sha256": digest.hexdigest()}
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    from curate import __version__
+
+    found = {"curate": __version__, "python": sys.version.split()[0]}
+    for name in _VERSIONED:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            pass
+    return found
+
+
+def _make_dir(path: Path) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise CurateError(f"{path}: exists and is not a folder") from None
+    except OSError as e:
+        raise CurateError(f"{path}: cannot create the folder: {e.strerror.lower()}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise CurateError(f"{path}: cannot write here: permission denied")
+
+
+def _check_space(out: Path) -> None:
+    free = shutil.disk_usage(out).free
+    if free < MIN_FREE_BYTES:
+        raise CurateError(f"{out}: cannot write: no space left on the device ({free >> 10} KiB free)")
+
+
+@contextmanager
+def _lock(out: Path) -> Iterator[None]:
+    path = out / LOCK
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as e:
+        raise CurateError(f"{out}: cannot write here: {e.strerror.lower()}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
+            raise CurateError(f"{out}: another curate run (pid {holder}) is writing here; wait for it to "
+                              "finish or choose another --out") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock; the file stays (removing it would race a waiting run)
