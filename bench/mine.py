@@ -189,9 +189,9 @@ def scale_worker(args) -> dict:
     """Runs in a child process: random vectors -> SearchIndex -> miner.mine."""
     import numpy as np
 
-    from curate.mine.index import SearchIndex
+    from curate.negatives.search import SearchIndex
     from curate.mine.inputs import MineItem
-    from curate.mine.methods import Method
+    from curate.negatives.presets import Method
     from curate.mine.miner import MineConfig, mine
 
     res: dict = {"queries": args.scale_queries, "documents": args.scale_docs, "dim": 384, "k": K,

@@ -379,8 +379,10 @@ def convert(kind, in_path, out, teacher, random_negatives, task_text, n_negative
               help="intra: skip a document another teacher already gave.")
 @click.option("--cross-assign", type=click.Choice(["hash", "roundrobin"]), default="hash", show_default=True)
 @click.option("--cross-encoder", default=None, help="Rescore candidates with this CrossEncoder before thresholds.")
-@click.option("--method", type=click.Choice(["naive", "shift", "window", "abs", "marginpos", "percpos"]),
-              default="percpos", show_default=True)
+@click.option("--method", default="percpos", show_default=True,
+              help="Mining preset: naive, shift, window, abs, marginpos, percpos, or one from --preset-module.")
+@click.option("--preset-module", "preset_modules", multiple=True, type=click.Path(dir_okay=False),
+              help="Python file of @preset functions (curate.negatives.presets) to add mining methods.")
 @click.option("--margin", type=float, default=None,
               help="percpos: share of the positive score (default 0.95); marginpos: gap (default 0.05).")
 @click.option("--max-score", type=float, default=None, help="abs: highest negative score (default 0.7).")

@@ -6,7 +6,7 @@ import faiss
 import numpy as np
 import pytest
 
-from curate.mine.index import SearchIndex
+from curate.negatives.search import SearchIndex
 
 
 def _unit(x: np.ndarray) -> np.ndarray:

@@ -10,10 +10,11 @@ import pytest
 
 from curate.core.errors import CurateError
 from curate.mine.ensemble import Pick, assign_cross, interleave
-from curate.mine.index import SearchIndex
+from curate.negatives.search import SearchIndex
 from curate.mine.inputs import Corpus, MineInput, MineItem, finalize, load_pairs_input, load_records_input
 from curate.mine.main import MineOptions, run_mine
-from curate.mine.methods import ABOVE_CEILING, BELOW_FLOOR, OUTSIDE_RANKS, VALID, Method
+from curate.negatives.presets import Method
+from curate.negatives.select import ABOVE_CEILING, BELOW_FLOOR, OUTSIDE_RANKS, VALID
 from curate.mine.miner import MineConfig, mine
 from curate.mine.report import false_negative_rate
 from curate.mine.sampling import choose, query_rng

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from curate.embed.cache import EmbeddingCache, default_cache_dir, text_key
-from curate.embed.search import rank_targets, top_k
+from curate.negatives.search import rank_targets, top_k
 from curate.embed.teacher import BUNDLED_ID, Teacher, preset_prompts
 
 # ---------------------------------------------------------------------------- the cache
@@ -115,7 +115,7 @@ def _unit(rng, n, d):
 def test_top_k_equals_brute_force():
     rng = np.random.default_rng(1)
     docs, queries = _unit(rng, 700, 48), _unit(rng, 53, 48)
-    scores, idx = top_k(queries, docs, 10, chunk=8)  # several chunks
+    scores, idx = top_k(queries, docs, 10)
     full = queries @ docs.T
     want = np.argsort(-full, axis=1, kind="stable")[:, :10]
     np.testing.assert_array_equal(idx, want)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from curate.embed.search import top_k
+from curate.negatives.search import top_k
 
 Allowed = Callable[[int, int, float], bool]  # (query index, pool index, score) -> may use it
 

@@ -130,10 +130,10 @@ def _mine(directions, pool: list[str], k: int, teacher, banned, max_ratio: float
     import numpy as np
 
     from curate.convert.nearest import pick_nearest
-    from curate.mine.methods import Method
+    from curate.negatives.select import Thresholds
 
     # mine's own percpos ceiling: also right when the positive scores below zero
-    ceiling = Method.make("percpos", margin=max_ratio) if max_ratio is not None else None
+    ceiling = Thresholds(percent=max_ratio) if max_ratio is not None else None
 
     if not directions or not pool:
         return [[] for _ in directions]

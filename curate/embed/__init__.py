@@ -1,8 +1,8 @@
-"""Embeddings: an on-disk vector cache, the teacher model that fills it, and exact search.
+"""Embeddings: an on-disk vector cache and the teacher model that fills it.
 
 ``EmbeddingCache`` (``curate.embed.cache``) stores one float32 vector per (model id, prompt,
-text); ``Teacher`` (``curate.embed.teacher``) encodes only what the cache lacks;
-``top_k`` (``curate.embed.search``) finds each query's best documents by inner product.
+text); ``Teacher`` (``curate.embed.teacher``) encodes only what the cache lacks (search is
+``curate.negatives.search``).
 The heavy libraries (torch, sentence-transformers, faiss) load only when used.
 """
 

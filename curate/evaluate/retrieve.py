@@ -3,7 +3,7 @@
 Documents go through ``Teacher.encode_docs``, which encodes only what the embedding cache
 lacks, longest texts first, so each batch holds texts of similar length and little
 padding is computed (the bulk of the cost of a full evaluation).  The search is exact
-(``curate.embed.search.top_k``, FAISS flat inner product), so the metrics depend on the
+(``curate.negatives.search.top_k``, FAISS flat inner product), so the metrics depend on the
 model alone, never on an approximate index.
 
 Each query's hits are put in trec_eval's order: score descending, equal scores by document
@@ -55,7 +55,7 @@ def encode_docs(teacher, corpus: Mapping[str, str], doc_ids: Sequence[str]) -> n
 def search(query_vecs: np.ndarray, qids: Sequence[str], doc_vecs: np.ndarray,
            doc_ids: Sequence[str], depth: int) -> Ranking:
     """Exact top-``depth`` documents per query, in trec_eval order."""
-    from curate.embed.search import top_k
+    from curate.negatives.search import top_k
 
     scores, idx = top_k(query_vecs, doc_vecs, depth)
     ranked_ids, ranked_scores = [], []

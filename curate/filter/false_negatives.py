@@ -21,16 +21,17 @@ from typing import Literal
 from curate.core.errors import CurateError
 from curate.core.params import check_params
 from curate.filter.base import keep_negatives, register
+from curate.negatives.select import Thresholds
 from curate.filter.teacher_scores import ensure_teacher_scores, teacher_block
 
 
 def threshold(positive: float, mode: str = "percent", percent: float = 0.95,
               margin: float = 0.05) -> float:
-    """The highest score a negative may stay below, given the positive's score."""
+    """The highest score a negative may stay below, given the positive's score (mine's rule)."""
     if mode == "percent":
-        return positive - (1.0 - percent) * abs(positive)
+        return Thresholds(percent=percent).ceiling(positive)
     if mode == "margin":
-        return positive - margin
+        return Thresholds(margin=margin).ceiling(positive)
     raise CurateError(f"false_negatives: mode must be 'percent' or 'margin', not {mode!r}")
 
 

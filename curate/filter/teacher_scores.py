@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from curate.embed.search import rank_targets, top_k
+from curate.negatives.search import rank_targets, top_k
 from curate.core.records import Record
 
 SYMMETRIC_FAMILIES = frozenset({"sts", "bitext", "short-short", "long-long", "classification", "clustering"})

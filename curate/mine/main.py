@@ -7,7 +7,7 @@ with mined negatives appended), ``mine_report.json`` and PNG histograms of the s
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +16,10 @@ from curate.core.jsonl import atomic_write_json, atomic_write_jsonl
 from curate.core.runner import REJECTED
 from curate.mine import report as rep
 from curate.mine.ensemble import ENSEMBLES, Pick, assign_cross, interleave
-from curate.mine.index import SearchIndex
+from curate.negatives.search import SearchIndex
 from curate.mine.inputs import MineInput, MineItem, load_input
-from curate.mine.methods import Method
-from curate.mine.miner import CrossEncoderScorer, MineConfig, Mined, mine
+from curate.negatives.presets import Knobs, Method
+from curate.mine.miner import CrossEncoderScorer, MineConfig, Mined, SearchSettings, mine
 from curate.mine.sampling import STRATEGIES
 from curate.core.records import Negative, Record
 
@@ -28,8 +28,11 @@ REPORT = "mine_report.json"
 DEFAULT_TASK = "Given a query, retrieve relevant documents."
 
 
-@dataclass
-class MineOptions:
+@dataclass(kw_only=True)
+class MineOptions(SearchSettings, Knobs):
+    """Everything ``curate mine`` takes. The search settings (``SearchSettings``) and the
+    preset's knobs (``Knobs``) are declared once, where they are used, and inherited here."""
+
     out: str
     # input (exactly one of data / pairs / records / hf)
     data: str | None = None
@@ -55,22 +58,9 @@ class MineOptions:
     ensemble_dedup: bool = False
     cross_assign: str = "hash"
     cross_encoder: str | None = None
-    # method and sampling
+    # method (its knobs: Knobs) and search (SearchSettings)
     method: str = "percpos"
-    margin: float | None = None
-    max_score: float | None = None
-    shift: int | None = None
-    rank_min: int | None = None
-    rank_max: int | None = None
-    min_score: float | None = None
-    k: int = 4
-    sample: str = "top"
-    pool: int = 10
-    temperature: float = 0.05
-    seed: int = 0
-    # search
-    depth: int = 100
-    max_depth: int | None = None
+    preset_modules: tuple[str, ...] = ()
     index: str = "flat"
     nprobe: int = 16
     ef_search: int = 128
@@ -78,16 +68,17 @@ class MineOptions:
     task_text: str = DEFAULT_TASK
     levels: bool = False
     min_negatives: int | None = None
-    positive_choice: str = "first"  # first | teacher (miner.choose_positive)
-    anchor: str = "lowest"  # lowest | record: which positive score the positive-aware threshold uses
     positive_top: int = 0  # >0: drop queries whose own positive the teacher ranks below this (Linq used 10)
     check_qrels: str | None = None
     plots: bool = True
 
 
 def _config(opts: MineOptions) -> MineConfig:
-    method = Method.make(opts.method, opts.margin, opts.max_score, opts.shift, opts.rank_min, opts.rank_max,
-                         opts.min_score)
+    from curate.negatives.presets import load_preset_module
+
+    for path in opts.preset_modules:
+        load_preset_module(path)
+    method = Method.make(opts.method, **{f.name: getattr(opts, f.name) for f in fields(Knobs)})
     if opts.k < 1:
         raise CurateError("-k must be at least 1")
     if opts.depth < 1 or (opts.max_depth is not None and opts.max_depth < 1):
@@ -102,11 +93,10 @@ def _config(opts: MineOptions) -> MineConfig:
         raise CurateError(f"unknown --sample {opts.sample!r} (choose from {', '.join(STRATEGIES)})")
     if opts.sample != "top" and opts.temperature <= 0:
         raise CurateError("--temperature must be above 0")
-    return MineConfig(method=method, k=opts.k, sample=opts.sample, pool=max(1, opts.pool),
-                      temperature=opts.temperature, seed=opts.seed,
-                      # the first window must reach the gate's rank, so that every rank it judges is exact
-                      depth=max(opts.depth, opts.positive_top or 0), max_depth=opts.max_depth,
-                      positive_choice=opts.positive_choice, anchor=opts.anchor)
+    search = {f.name: getattr(opts, f.name) for f in fields(SearchSettings)}
+    # the first window must reach the gate's rank, so that every rank it judges is exact
+    search.update(pool=max(1, opts.pool), depth=max(opts.depth, opts.positive_top or 0))
+    return MineConfig(method=method, **search)
 
 
 def _teachers(opts: MineOptions):

@@ -1,4 +1,7 @@
-"""Inner-product search over one teacher's document vectors, held once at full precision.
+"""Nearest-neighbour search, the one implementation every stage uses: mine's index, the
+teacher's top-k lists and exact ranks (filter), convert's nearest examples, evaluation.
+
+``SearchIndex`` searches one teacher's document vectors, held once at full precision.
 
 The caller's float32 matrix is the only full-precision copy of the documents (it is used
 as is when it is already float32 and C-contiguous); the miner needs it anyway for the
@@ -23,13 +26,21 @@ import math
 
 import numpy as np
 
-from curate.embed.search import _gpu_count
 from curate.core.errors import CurateError
 
 INDEX_KINDS = ("flat", "ivf", "hnsw")
 _GPU_MAX_K = 2048
 _BLOCK_CELLS = 1 << 21  # candidates fetched and rescored at once (ids + scores: about 24 MB)
 _SQ_SAMPLE = 1 << 16  # rows the hnsw codes' value ranges are learned from
+
+
+def _gpu_count() -> int:
+    import faiss
+
+    try:
+        return int(faiss.get_num_gpus()) if hasattr(faiss, "get_num_gpus") else 0
+    except Exception:  # a CPU build may lack the GPU runtime entirely
+        return 0
 
 
 class SearchIndex:
@@ -180,3 +191,95 @@ def _add_in_blocks(index, vectors: np.ndarray, rows: int = 65536) -> None:
     """Adds row blocks (views), so FAISS's per-call temporaries stay small."""
     for a in range(0, len(vectors), rows):
         index.add(vectors[a:a + rows])
+
+
+def _as_matrix(x: np.ndarray, name: str) -> np.ndarray:
+    x = np.ascontiguousarray(np.asarray(x, dtype=np.float32))
+    if x.ndim != 2:
+        raise ValueError(f"{name} must be a 2-d array, got shape {x.shape}")
+    return x
+
+
+def top_k(queries: np.ndarray, docs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each query's ``k`` best documents by inner product, best first (exact).
+
+    Returns ``(scores, indices)``, float32 and int64 arrays of shape (n_queries, k'), where
+    k' = min(k, n_docs).  With L2-normalised inputs the scores are cosine similarities.
+    """
+    queries = _as_matrix(queries, "queries")
+    docs = _as_matrix(docs, "docs")
+    if queries.shape[1] != docs.shape[1] and len(docs) and len(queries):
+        raise ValueError(f"queries are {queries.shape[1]}-d but docs are {docs.shape[1]}-d")
+    k = max(0, min(int(k), len(docs)))
+    if k == 0 or len(queries) == 0:
+        return np.empty((len(queries), k), np.float32), np.empty((len(queries), k), np.int64)
+    return SearchIndex(docs, "flat").search(queries, k)
+
+
+def _torch_cuda():
+    try:
+        import torch
+
+        return torch if torch.cuda.is_available() else None
+    except Exception:
+        return None
+
+
+def rank_targets(queries: np.ndarray, docs: np.ndarray, targets: Sequence[Sequence[int]],
+                 exclude: Sequence[int | None] | None = None,
+                 max_cells: int = 25_000_000) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Exact scores and 1-based ranks of chosen documents for each query.
+
+    ``targets[i]`` lists document indices for query ``i``.  The rank of a target is 1 plus
+    the number of documents scoring strictly higher for that query (ties share a rank).
+    ``exclude[i]``, when given, is a document left out of the count for query ``i`` (e.g.
+    the query's own text sitting in the pool); it is still scored if it is a target.
+    Scores and ranks come from the same score row, so they always agree.  Queries are
+    scored ``max_cells // n_docs`` at a time (on a CUDA GPU through torch when present).
+    """
+    queries = _as_matrix(queries, "queries")
+    docs = _as_matrix(docs, "docs")
+    nq, nd = len(queries), len(docs)
+    if len(targets) != nq:
+        raise ValueError("rank_targets needs one target list per query")
+    width = max((len(t) for t in targets), default=0)
+    out_scores = [np.empty(0, dtype=np.float32) for _ in range(nq)]
+    out_ranks = [np.empty(0, dtype=np.int64) for _ in range(nq)]
+    if nq == 0 or nd == 0 or width == 0:
+        return out_scores, out_ranks
+    tmat = np.zeros((nq, width), dtype=np.int64)
+    for i, t in enumerate(targets):
+        tmat[i, :len(t)] = t
+        if len(t) and (min(t) < 0 or max(t) >= nd):
+            raise IndexError(f"target index out of range for query {i}")
+    excl = np.array([-1 if exclude is None or exclude[i] is None else int(exclude[i])
+                     for i in range(nq)], dtype=np.int64)
+    step = max(1, int(max_cells) // nd)
+    torch = _torch_cuda()
+    docs_dev = torch.from_numpy(docs).cuda() if torch is not None else None
+    for a in range(0, nq, step):
+        b = min(nq, a + step)
+        rows = np.arange(b - a)
+        if torch is not None:
+            s_dev = torch.from_numpy(queries[a:b]).cuda() @ docs_dev.T
+            t_dev = torch.from_numpy(tmat[a:b]).cuda()
+            tscore = torch.gather(s_dev, 1, t_dev)
+            ex = torch.from_numpy(excl[a:b]).cuda()
+            has = ex >= 0
+            if bool(has.any()):
+                r = torch.nonzero(has).squeeze(1)
+                s_dev[r, ex[r]] = float("-inf")
+            counts = torch.stack([(s_dev > tscore[:, j:j + 1]).sum(1) for j in range(width)], 1)
+            tscore, counts = tscore.cpu().numpy(), counts.cpu().numpy()
+        else:
+            s = queries[a:b] @ docs.T
+            tscore = s[rows[:, None], tmat[a:b]]
+            ex = excl[a:b]
+            has = ex >= 0
+            s[rows[has], ex[has]] = -np.inf
+            counts = np.stack([(s > tscore[:, j:j + 1]).sum(1) for j in range(width)], 1)
+        for r in rows:
+            n = len(targets[a + r])
+            out_scores[a + r] = tscore[r, :n].astype(np.float32)
+            out_ranks[a + r] = counts[r, :n].astype(np.int64) + 1
+    return out_scores, out_ranks
