@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
-import math
 import os
 import sys
 from pathlib import Path
@@ -87,15 +85,6 @@ def _parse_overrides(pairs: tuple[str, ...]) -> dict[str, Any]:
     return out
 
 
-def _families(names: tuple[str, ...], tasks_dirs) -> list[str]:
-    from curate.taskspec import list_families, load_spec
-
-    if "all" in names:  # every family the model writes whole; not those that need given inputs
-        dirs = tuple(Path(d) for d in tasks_dirs)
-        return [f for f in list_families(dirs) if not load_spec(f, dirs).inputs]
-    return list(names)
-
-
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="curate")
 def cli() -> None:
@@ -112,17 +101,9 @@ def cli() -> None:
 @_llm_options
 def brainstorm(task_names, n, out, dedup_threshold, **kw) -> None:
     """Brainstorm distinct task descriptions into OUT/tasks/FAMILY.jsonl (inspect or edit them there)."""
-    from curate.generate.brainstorm import brainstorm as run_brainstorm
-    from curate.generate.brainstorm import tasks_path
+    from curate.generate.stage import brainstorm_stage
 
-    async def one(spec, client, stats, progress):
-        tasks = await run_brainstorm(spec, n, client, Path(out), kw["seed"], stats, kw["prompts_dirs"],
-                                     dedup_threshold, progress)
-        if spec.brainstorm is None:
-            _write_fixed(spec, tasks, Path(out))
-        click.echo(f"{spec.family}: {len(tasks)} tasks in {tasks_path(Path(out), spec.family)}")
-
-    _run_stage("brainstorm", task_names, out, kw, one)
+    brainstorm_stage(_stage_options(task_names, out, dedup_threshold, kw), n)
 
 
 @cli.command()
@@ -151,135 +132,22 @@ def generate(task_names, n, out, per_task, tasks_file, overrides, max_chars, ret
     resumes: finished items are not redone and cached requests are not sent again.
     With --from-pairs the query and positive are real ones, kept verbatim.
     """
-    from curate.generate.brainstorm import brainstorm as run_brainstorm
-    from curate.generate.brainstorm import fixed_tasks, load_tasks
-    from curate.generate.examples import generate as run_generate
-    from curate.progress import RunStats
+    from curate.generate.stage import GenerateOptions, generate_stage
 
     if not task_names and not pairs_path:
         raise click.UsageError("Missing option '--task' (or give --from-pairs FILE).")
-    pins = _parse_overrides(overrides)
-    if tasks_file and len(task_names) > 1:
-        raise CurateError("--tasks-file goes with a single --task")
-    given = load_tasks(Path(tasks_file)) if tasks_file else None  # checked before any server starts
-    if given == []:
-        raise CurateError(f"{tasks_file}: no tasks")
-    pairs = None
-    if pairs_path:
-        from curate.generate.from_pairs import FAMILY, pair_items, read_pairs
-
-        task_names = task_names or (FAMILY,)
-        if len(task_names) > 1 or "all" in task_names:
-            raise CurateError("--from-pairs goes with a single --task (default: from-pairs)")
-    _check_inputs(task_names, kw["tasks_dirs"], bool(pairs_path))
-    if pairs_path:
-        pairs = read_pairs(pairs_path, split)  # checked before any server starts
-
-    async def one(spec, client, stats, progress):
-        if pairs is not None:
-            tasks = load_tasks(Path(tasks_file), spec.family) if given else fixed_tasks(spec)
-            stats.extra["tasks_used"] = len(tasks)
-            items = pair_items(spec, pairs, tasks, kw["seed"], stats, pins, max_chars, limit=n)
-            await run_generate(spec, [], len(items), client, Path(out), kw["seed"], stats, pins,
-                               kw["prompts_dirs"], retry_failed, progress, max_chars, items=items)
-            return
-        if given:
-            tasks = load_tasks(Path(tasks_file), spec.family)
-        else:
-            bstats = RunStats(stage="brainstorm")
-            tasks = await run_brainstorm(spec, math.ceil((n or 100) / per_task), client, Path(out), kw["seed"], bstats,
-                                         kw["prompts_dirs"], dedup_threshold, progress)
-            stats.extra["brainstorm"] = bstats.as_dict()
-            if not tasks:
-                raise CurateError(f"{spec.family}: brainstorming gave no usable task (see {out}/logs)")
-        stats.extra["tasks_used"] = len(tasks)
-        await run_generate(spec, tasks, n or 100, client, Path(out), kw["seed"], stats, pins, kw["prompts_dirs"],
-                           retry_failed, progress, max_chars)
-
-    _run_stage("generate", task_names, out, kw, one)
+    base = _stage_options(task_names, out, dedup_threshold, kw)
+    generate_stage(GenerateOptions(**vars(base), n=n, per_task=per_task, tasks_file=tasks_file,
+                                   pins=_parse_overrides(overrides), max_chars=max_chars, retry_failed=retry_failed,
+                                   pairs=pairs_path, split=split))
 
 
-def _check_inputs(task_names, tasks_dirs, have_pairs: bool) -> None:
-    """Specs that take given inputs run with --from-pairs, and only they do."""
-    from curate.taskspec import load_spec
+def _stage_options(task_names, out: str, dedup_threshold: float, kw: dict[str, Any]):
+    from curate.generate.stage import StageOptions
 
-    dirs = tuple(Path(d) for d in tasks_dirs)
-    for name in _families(task_names, tasks_dirs):
-        spec = load_spec(name, dirs)
-        if have_pairs and not {"query", "positive"} <= set(spec.inputs):
-            raise CurateError(f"--from-pairs needs a spec whose 'inputs' are query and positive "
-                              f"({spec.family} asks the model for them)")
-        if not have_pairs and spec.inputs:
-            raise CurateError(f"{spec.family}: each item needs its own {' and '.join(spec.inputs)}; "
-                              f"give them with --from-pairs FILE")
-
-
-def _write_fixed(spec, tasks, out: Path) -> None:
-    from curate.generate.brainstorm import tasks_path
-    from curate.core.jsonl import atomic_write_jsonl
-
-    atomic_write_jsonl(tasks_path(out, spec.family), [t.to_dict() for t in tasks])
-
-
-def _run_stage(stage: str, task_names, out: str, kw: dict[str, Any], one) -> None:
-    """Load the specs, start the backend, run ``one`` per family, write and print the summary."""
-    from curate.core.jsonl import atomic_write_json
-    from curate.core.runner import open_run
-    from curate.llm.backend import llm_backend
-    from curate.llm.client import LLMClient
-    from curate.llm.redact import safe_url
-    from curate.progress import RunStats, console, print_summary, progress_bar
-    from curate.taskspec import load_spec
-
-    tasks_dirs = tuple(Path(d) for d in kw["tasks_dirs"])
-    specs = [load_spec(name, tasks_dirs) for name in _families(task_names, kw["tasks_dirs"])]
-    out_dir = Path(out)
-    summaries: dict[str, Any] = {}
-
-    async def main(cfg, cache) -> None:
-        client = LLMClient(cfg, cache)
-        try:
-            for spec in specs:
-                stats = RunStats(stage=stage)
-                sent_before, hits_before = client.requests_sent, cache.hits
-                with progress_bar(stats, stage) as progress:
-                    await one(spec, client, stats, progress)
-                stats.requests = client.requests_sent - sent_before
-                stats.extra["cache_hits"] = cache.hits - hits_before
-                stats.extra.update(family=spec.family, model=cfg.model, endpoints=len(cfg.base_urls))
-                summaries[spec.family] = stats.as_dict()
-                print_summary(stats, f"{stage} {spec.family}")
-        finally:
-            await client.close()
-
-    import gc
-
-    # Modules and specs live for the whole run: keep the collector from rescanning them, and
-    # from running every few hundred allocations while thousands of requests are in flight.
-    gc.freeze()
-    gc.set_threshold(20_000, 20, 20)
-    params = {k: v for k, v in kw.items() if k != "api_key"}  # the key is never written
-    params["base_urls"] = [safe_url(u) for u in kw["base_urls"]]
-    # appends as it goes (a killed run resumes), so not staged; the lock keeps a second run off
-    with open_run(stage, out_dir, {"tasks": [s.family for s in specs], **params}, staged=False) as run:
-        with llm_backend(_llm_opts(kw), out_dir) as (cfg, cache):
-            console.print(f"[dim]{stage}: model {cfg.model} at {', '.join(map(safe_url, cfg.base_urls))}[/dim]")
-            asyncio.run(main(cfg, cache))
-        combined = _combine(summaries)
-        run.counts.update(combined["counts"])
-        atomic_write_json(out_dir / ("summary.json" if stage == "generate" else f"{stage}_summary.json"), combined)
-
-
-def _combine(summaries: dict[str, Any]) -> dict[str, Any]:
-    """One summary for the run: totals over families, and each family's own numbers."""
-    counts: dict[str, int] = {}
-    reasons: dict[str, int] = {}
-    for s in summaries.values():
-        for k, v in s["counts"].items():
-            counts[k] = counts.get(k, 0) + v
-        for k, v in s["failure_reasons"].items():
-            reasons[k] = reasons.get(k, 0) + v
-    return {"counts": counts, "failure_reasons": reasons, "families": summaries}
+    return StageOptions(tasks=tuple(task_names), out=out, llm=_llm_opts(kw), seed=kw["seed"],
+                        dedup_threshold=dedup_threshold, tasks_dirs=tuple(kw["tasks_dirs"]),
+                        prompts_dirs=tuple(kw["prompts_dirs"]))
 
 
 @cli.command(name="filter")
@@ -300,10 +168,10 @@ def filter_cmd(in_path, out, recipe, teacher, query_prompt, doc_prompt, corpus_p
 
     Judges (refute/answerability steps) use the LLM options below; by default the embedded model.
     """
-    from curate.filter.main import filter_main
+    from curate.filter.main import FilterOptions, filter_main
 
-    filter_main(Path(in_path), Path(out), recipe, teacher, query_prompt, doc_prompt,
-                Path(corpus_path) if corpus_path else None, _llm_opts(kw))
+    filter_main(FilterOptions(inp=in_path, out=out, recipe=recipe, teacher=teacher, query_prompt=query_prompt,
+                              doc_prompt=doc_prompt, corpus=corpus_path, llm=_llm_opts(kw)))
 
 
 @cli.command()
@@ -338,27 +206,36 @@ def convert(kind, in_path, out, teacher, random_negatives, task_text, n_negative
     --min-score gives two records (both directions) with negatives mined from the other
     sentences, never the partner.
     """
-    from curate.convert.main import CONVERTED, convert_main
+    from curate.convert.main import CONVERTED, ConvertOptions, convert_main
 
-    summary = convert_main(kind, Path(in_path), Path(out), teacher, random_negatives, task_text, n_negatives,
-                           seed, min_score, scale_max, max_ratio, Path(corpus_path) if corpus_path else None)
+    summary = convert_main(ConvertOptions(kind=kind, inp=in_path, out=out, teacher=teacher,
+                                          random_negatives=random_negatives, task=task_text, negatives=n_negatives,
+                                          seed=seed, min_score=min_score, scale_max=scale_max, max_ratio=max_ratio,
+                                          corpus=corpus_path))
     click.echo(f"{kind}: {summary['records']} records in {Path(out) / CONVERTED}")
+
+
+def D(name: str):
+    """``curate mine``'s default for an option: the one written in ``MineOptions``."""
+    from curate.mine.options import MineOptions
+
+    return MineOptions.__dataclass_fields__[name].default
 
 
 @cli.command()
 @click.option("--data", type=click.Path(file_okay=False), default=None,
               help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv).")
-@click.option("--split", default="train", show_default=True, help="Qrels split of --data.")
+@click.option("--split", default=D("split"), show_default=True, help="Qrels split of --data.")
 @click.option("--qrels", type=click.Path(dir_okay=False), default=None,
               help="Qrels file to use with --data instead of qrels/SPLIT.tsv.")
-@click.option("--min-relevance", type=int, default=1, show_default=True,
+@click.option("--min-relevance", type=int, default=D("min_relevance"), show_default=True,
               help="Qrels relevance that makes a document a positive.")
 @click.option("--pairs", type=click.Path(dir_okay=False), default=None,
               help='JSONL of {"query": ..., "positive": text or [texts]}; same query text = one query.')
 @click.option("--in", "records", type=click.Path(dir_okay=False), default=None,
               help="curate records: mined negatives are added to the ones they have.")
 @click.option("--hf", default=None, help="Hugging Face dataset: hub name, save_to_disk folder or local data file.")
-@click.option("--hf-split", default="train", show_default=True)
+@click.option("--hf-split", default=D("hf_split"), show_default=True)
 @click.option("--hf-config", default=None, help="Dataset configuration name.")
 @click.option("--query-column", default=None, help="Query column of --hf (default: the first).")
 @click.option("--positive-column", default=None, help="Positive column of --hf, text or list (default: the second).")
@@ -372,14 +249,14 @@ def convert(kind, in_path, out, teacher, random_negatives, task_text, n_negative
                    "Default: the bundled all-MiniLM-L6-v2.")
 @click.option("--query-prompt", default=None, help="Prefix for queries given to the teacher(s).")
 @click.option("--doc-prompt", default=None, help="Prefix for documents given to the teacher(s).")
-@click.option("--batch-size", type=click.IntRange(1), default=64, show_default=True)
+@click.option("--batch-size", type=click.IntRange(1), default=D("batch_size"), show_default=True)
 @click.option("--ensemble", type=click.Choice(["intra", "cross"]), default=None,
               help="Combine several teachers: intra = one negative per teacher in turn; cross = one teacher per query.")
-@click.option("--ensemble-dedup/--no-ensemble-dedup", default=False, show_default=True,
+@click.option("--ensemble-dedup/--no-ensemble-dedup", default=D("ensemble_dedup"), show_default=True,
               help="intra: skip a document another teacher already gave.")
-@click.option("--cross-assign", type=click.Choice(["hash", "roundrobin"]), default="hash", show_default=True)
+@click.option("--cross-assign", type=click.Choice(["hash", "roundrobin"]), default=D("cross_assign"), show_default=True)
 @click.option("--cross-encoder", default=None, help="Rescore candidates with this CrossEncoder before thresholds.")
-@click.option("--method", default="percpos", show_default=True,
+@click.option("--method", default=D("method"), show_default=True,
               help="Mining preset: naive, shift, window, abs, marginpos, percpos, or one from --preset-module.")
 @click.option("--preset-module", "preset_modules", multiple=True, type=click.Path(dir_okay=False),
               help="Python file of @preset functions (curate.negatives.presets) to add mining methods.")
@@ -390,33 +267,33 @@ def convert(kind, in_path, out, teacher, random_negatives, task_text, n_negative
 @click.option("--rank-min", type=click.IntRange(1), default=None, help="window: first rank (default 30).")
 @click.option("--rank-max", type=click.IntRange(1), default=None, help="window: last rank (default 100).")
 @click.option("--min-score", type=float, default=None, help="Floor: candidates scoring below it are never mined.")
-@click.option("-k", "--num-negatives", "k", type=click.IntRange(1), default=4, show_default=True)
-@click.option("--sample", type=click.Choice(["top", "uniform", "softmax", "top1+"]), default="top",
+@click.option("-k", "--num-negatives", "k", type=click.IntRange(1), default=D("k"), show_default=True)
+@click.option("--sample", type=click.Choice(["top", "uniform", "softmax", "top1+"]), default=D("sample"),
               show_default=True, help="How the k negatives are chosen among the valid candidates.")
-@click.option("--pool", type=click.IntRange(1), default=10, show_default=True,
+@click.option("--pool", type=click.IntRange(1), default=D("pool"), show_default=True,
               help="Sampling pool: the first N valid candidates.")
-@click.option("--temperature", type=float, default=0.05, show_default=True, help="softmax / top1+ temperature.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the per-query generators.")
-@click.option("--depth", type=click.IntRange(1), default=100, show_default=True,
+@click.option("--temperature", type=float, default=D("temperature"), show_default=True, help="softmax / top1+ temperature.")
+@click.option("--seed", type=int, default=D("seed"), show_default=True, help="Seed of the per-query generators.")
+@click.option("--depth", type=click.IntRange(1), default=D("depth"), show_default=True,
               help="Candidates retrieved first; queries short of valid ones are searched deeper.")
 @click.option("--max-depth", type=click.IntRange(1), default=None, help="Deepest search (default: the whole corpus).")
-@click.option("--index", "index_kind", type=click.Choice(["flat", "ivf", "hnsw"]), default="flat", show_default=True,
+@click.option("--index", "index_kind", type=click.Choice(["flat", "ivf", "hnsw"]), default=D("index"), show_default=True,
               help="FAISS index: flat is exact; ivf and hnsw are approximate, for large corpora.")
-@click.option("--nprobe", type=click.IntRange(1), default=16, show_default=True, help="ivf: lists visited.")
-@click.option("--ef-search", type=click.IntRange(1), default=128, show_default=True, help="hnsw: efSearch.")
-@click.option("--task-text", default="Given a query, retrieve relevant documents.", show_default=True,
+@click.option("--nprobe", type=click.IntRange(1), default=D("nprobe"), show_default=True, help="ivf: lists visited.")
+@click.option("--ef-search", type=click.IntRange(1), default=D("ef_search"), show_default=True, help="hnsw: efSearch.")
+@click.option("--task-text", default=D("task_text"), show_default=True,
               help="Task instruction of new records.")
-@click.option("--levels/--no-levels", default=False, show_default=True,
+@click.option("--levels/--no-levels", default=D("levels"), show_default=True,
               help="Give mined negatives levels 1-4 by position (hardest first).")
 @click.option("--min-negatives", type=click.IntRange(0), default=None,
               help="Write only queries with at least this many mined negatives (default 1; 0 with --in).")
-@click.option("--positive-choice", type=click.Choice(["first", "teacher"]), default="first", show_default=True,
+@click.option("--positive-choice", type=click.Choice(["first", "teacher"]), default=D("positive_choice"), show_default=True,
               help="The record's positive among a query's equally relevant ones: the first listed, or the one "
                    "the teacher scores highest.")
-@click.option("--anchor", type=click.Choice(["lowest", "record"]), default="lowest", show_default=True,
+@click.option("--anchor", type=click.Choice(["lowest", "record"]), default=D("anchor"), show_default=True,
               help="The positive score percpos/marginpos thresholds use: the query's lowest labelled positive, "
                    "or the record's own positive.")
-@click.option("--positive-top", type=click.IntRange(0), default=0, show_default=True,
+@click.option("--positive-top", type=click.IntRange(0), default=D("positive_top"), show_default=True,
               help="Drop queries whose own positive the teacher ranks below this rank (Linq's teacher filter; "
                    "0: no gate).")
 @click.option("--check-qrels", type=click.Path(dir_okay=False), default=None,

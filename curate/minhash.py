@@ -3,7 +3,7 @@
 Three parts, each vectorised with numpy so that a million records stay cheap:
 
 * **Shingling.** A text is lower-cased and split into ``\\w+`` words (the same normalisation
-  as :func:`curate.near_dup.normalize`); its shingles are the word n-grams (``ngram`` words,
+  as near_dup, which imports :func:`normalize` from here); its shingles are the word n-grams (``ngram`` words,
   default 3). A text with fewer words than ``ngram`` falls back to one shingle made of all
   its words, so short tasks and queries still get a signature. A text without words gets
   no signature and is never grouped.

@@ -6,15 +6,9 @@ same shingling so that "duplicate" means the same thing everywhere.
 
 from __future__ import annotations
 
-import re
-
 from datasketch import MinHash, MinHashLSH
 
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-def normalize(text: str) -> str:
-    return " ".join(_WORD.findall(text.lower()))
+from curate.minhash import normalize  # the one text normalisation every MinHash in curate uses
 
 
 def shingles(text: str, size: int = 5) -> set[bytes]:

@@ -100,6 +100,26 @@ def find_spec(name: str, extra_dirs: tuple[Path, ...] = ()) -> Path:
     raise CurateError(f"unknown task family {name!r} (known: {known})")
 
 
+@lru_cache(maxsize=None)
+def family_symmetric(task_type: str) -> bool:
+    """The shipped spec's ``symmetric`` for a family (False for a task type without a spec)."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", task_type or "") or task_type.endswith((".yaml", ".yml")):
+        return False
+    try:
+        return load_spec(task_type).symmetric
+    except CurateError:
+        return False
+
+
+def is_symmetric(record) -> bool:
+    """Do both sides of this record play the same role (STS, bitext)? The one answer for every
+    stage: the teacher then encodes documents as queries, and the export puts the instruction on
+    documents too. A record's ``meta.symmetric`` (written by generate from its spec) wins over
+    the shipped spec of its family."""
+    flag = (record.meta or {}).get("symmetric") if isinstance(record.meta, dict) else None
+    return flag if isinstance(flag, bool) else family_symmetric(record.task_type)
+
+
 def load_spec(name: str, extra_dirs: tuple[Path, ...] = ()) -> TaskSpec:
     path = find_spec(name, extra_dirs)
     raw = read_yaml_mapping(path, "task spec")

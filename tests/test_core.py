@@ -251,3 +251,19 @@ def test_bounded_runs_each_item_once_with_at_most_limit_in_flight():
     assert state["peak"] == 8
     with pytest.raises(ValueError, match="item 97"):
         asyncio.run(collect(range(100)))
+
+
+def test_symmetry_has_one_definition_the_spec_field():
+    from curate.taskspec import is_symmetric
+
+    def rec(family, **meta):
+        return _record(task_type=family, meta=meta)
+
+    # E5's grouping: sts and bitext are symmetric, the four retrieval shapes are not
+    assert [is_symmetric(rec(f)) for f in ("sts", "bitext", "short-short", "long-long", "short-long")] == \
+        [True, True, False, False, False]
+    assert not is_symmetric(rec("classification")) and not is_symmetric(rec("a/../b"))
+    # a record's own flag (generate writes its spec's) wins: a user family can be symmetric
+    assert is_symmetric(rec("my-family", symmetric=True)) and not is_symmetric(rec("sts", symmetric=False))
+    for family in FAMILIES:
+        assert is_symmetric(rec(family)) == load_spec(family).symmetric

@@ -215,6 +215,22 @@ def test_judge_backends_go_to_the_factory(tmp_path):
         assert two.chat_requests[0].body["max_tokens"] == 64
 
 
+def test_judge_steps_of_one_run_share_one_backend(srv, tmp_path):
+    """Two judge steps in one recipe open the backend once (one embedded server per filter run)."""
+    from curate.filter.recipe import Recipe, StepConfig
+    from curate.filter.run import run_steps
+
+    recs = [record(0, query_prefix="VERDICT[support,refute] "), record(1, task=PLAIN_TASK)]
+    ctx, factory = ctx_for(srv.base_url, tmp_path, "")
+    recipe = Recipe(name="two-judges", path=tmp_path / "r.yaml",
+                    steps=[StepConfig("judge_refute", {}), StepConfig("judge_answerable", {"families": ["short-long"]})])
+    kept, rows = run_steps(recs, recipe, ctx)
+    assert [r["step"] for r in rows] == ["judge_refute", "judge_answerable"]
+    assert rows[1]["records_kept"] == len(kept)
+    assert len(srv.chat_requests) > 1  # both steps asked the judge
+    assert factory.calls == [None] and factory.closed == 1  # opened once, closed once, at the end
+
+
 def test_refute_needs_a_backend(tmp_path):
     ctx = FilterContext(out_dir=tmp_path)
     ctx.step_name = "judge_refute"

@@ -139,6 +139,42 @@ def test_second_run_on_a_locked_folder_refuses_naming_the_holder(tmp_path):
     assert _convert(inp, out).returncode == 0  # free again once the holder is done
 
 
+def test_generate_on_a_locked_folder_refuses_before_any_server_starts(tmp_path):
+    out = tmp_path / "gen"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"import sys\nfrom curate.core.runner import open_run\n"
+                               f"with open_run('hold', {str(out)!r}):\n print('in', flush=True); sys.stdin.readline()"],
+        cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "in"
+        proc = run_curate("generate", "--task", "short-long", "-n", "2", "--out", str(out),
+                          "--base-url", "http://127.0.0.1:9/v1", "--model", "m")
+        assert_one_line_error(proc, f"pid {holder.pid}")
+        assert not (out / "generated.jsonl").exists()
+    finally:
+        holder.communicate("\n", timeout=60)
+
+
+def test_export_reading_a_file_inside_its_own_out_keeps_that_file(tmp_path):
+    from curate.core.records import Negative, Record
+
+    out = tmp_path / "exp"
+    recs = [Record(id=f"r{i}", task_type="short-long", task="Find it.", query=f"question {i} about cells",
+                   positive=f"an answer {i} about cells", negatives=[Negative(text=f"other text {i}", level=1)])
+            for i in range(8)]
+    first = tmp_path / "in.jsonl"
+    atomic_write_jsonl(first, [r.to_dict() for r in recs])
+    assert run_curate("export", "--in", str(first), "--out", str(out), "--batch-size", "2").returncode == 0
+    inside = out / "more.jsonl"  # the user keeps records in the export folder and exports them again
+    atomic_write_jsonl(inside, [r.to_dict() for r in recs[:4]])
+    proc = run_curate("export", "--in", str(inside), "--out", str(out), "--batch-size", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert len(read_jsonl(inside)) == 4  # still there, untouched
+    report = json.loads((out / "export_report.json").read_text())
+    assert [(s["path"], s["records"]) for s in report["sources"]] == [(str(inside), 4)]
+    assert not _staging_left(out) and not list(tmp_path.glob(".exp*"))
+
+
 def test_stale_outputs_are_removed_but_never_an_input(tmp_path):
     out = tmp_path / "out"
     out.mkdir()

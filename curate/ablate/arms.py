@@ -65,12 +65,13 @@ def mined_set(grid: Grid, arm: Arm, qrels: Path, work: Path) -> Path:
                              **arm.mine))
     if arm.filter is None:
         return out
-    from curate.filter.main import filter_main
+    from curate.filter.main import FilterOptions, filter_main
     from curate.llm.backend import LLMOptions
 
     ffolder = work / "filtered" / digest({"mined": key, "recipe": arm.filter})
     if not (ffolder / "filter_report.json").is_file():
-        filter_main(out, ffolder, arm.filter, None, None, None, Path(grid.data) / "corpus.jsonl", LLMOptions())
+        filter_main(FilterOptions(inp=str(out), out=str(ffolder), recipe=arm.filter,
+                                  corpus=str(Path(grid.data) / "corpus.jsonl"), llm=LLMOptions()))
     return ffolder / "filtered.jsonl"
 
 

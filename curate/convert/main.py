@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,17 +14,32 @@ CONVERTED = "converted.jsonl"
 SUMMARY = "convert_summary.json"
 
 
-def convert_main(kind: str, in_path: Path, out_dir: Path, teacher_name: str | None = None,
-                 random_negatives: bool = False, task_text: str | None = None, n_negatives: int = 4,
-                 seed: int = 0, min_score: float = 4.0, scale_max: float = 5.0,
-                 max_ratio: float | None = 0.95, corpus_path: Path | None = None) -> dict[str, Any]:
-    """Convert ``in_path`` and write the records; every input problem is found before any writing."""
+@dataclass(kw_only=True)
+class ConvertOptions:
+    kind: str  # classification, clustering or sts
+    inp: str
+    out: str
+    teacher: str | None = None  # "bundled" or a model: the hardest negatives by this teacher
+    random_negatives: bool = False
+    task: str | None = None  # the task instruction every record gets (default: one per kind)
+    negatives: int = 4
+    seed: int = 0
+    min_score: float = 4.0  # sts: pairs scoring at least this become records
+    scale_max: float = 5.0  # sts: the top of the data's score scale
+    max_ratio: float | None = 0.95  # sts with a teacher: the positive-aware ceiling
+    corpus: str | None = None  # sts: draw negatives from these texts
+
+
+def convert_main(opts: ConvertOptions) -> dict[str, Any]:
+    """Convert the input and write the records; every input problem is found before any writing."""
     from curate.core.jsonl import atomic_write_json, atomic_write_jsonl
     from curate.core.runner import open_run
 
-    params = {"kind": kind, "teacher": teacher_name, "random_negatives": random_negatives, "task": task_text,
-              "negatives": n_negatives, "seed": seed, "min_score": min_score, "scale_max": scale_max,
-              "max_ratio": max_ratio}
+    kind, in_path, out_dir, teacher_name = opts.kind, Path(opts.inp), Path(opts.out), opts.teacher
+    random_negatives, task_text, n_negatives, seed = opts.random_negatives, opts.task, opts.negatives, opts.seed
+    min_score, scale_max, max_ratio = opts.min_score, opts.scale_max, opts.max_ratio
+    corpus_path = Path(opts.corpus) if opts.corpus else None
+    params = {k: v for k, v in asdict(opts).items() if k not in ("inp", "out", "corpus")}
     if kind not in KINDS:
         raise CurateError(f"unknown kind {kind!r} (known: {', '.join(KINDS)})")
     if teacher_name and random_negatives:

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from curate.export.inputs import Item
-from curate.export.instructions import Instruction, is_symmetric
+from curate.export.instructions import Instruction
+from curate.taskspec import is_symmetric
 from curate.export.rows import ExportRow
 
 

@@ -22,19 +22,13 @@ from pathlib import Path
 import jinja2
 
 from curate.core.errors import CurateError
-from curate.core.records import Record
 from curate.templates import render, template_from_string
 
 PRESETS = {
     "e5": "Instruct: {{ task }}\nQuery: {{ query }}",
     "nv": "{{ task }}: {{ query }}",
 }
-SYMMETRIC_TYPES = frozenset({"sts", "bitext"})
 _MARK = "\x00query\x00"
-
-
-def is_symmetric(record: Record) -> bool:
-    return record.task_type in SYMMETRIC_TYPES or (record.meta or {}).get("symmetric") is True
 
 
 def _user_source(spec: str) -> str:

@@ -65,6 +65,8 @@ class FilterContext:
     rejections: list[Rejection] = field(default_factory=list)
     step_name: str = ""
     notes: dict[str, dict[str, Any]] = field(default_factory=dict)  # per-step numbers for the report
+    clients: dict[str, Any] = field(default_factory=dict)  # LLM clients opened this run, by backend
+    stack: Any = None  # the run's AsyncExitStack: clients stay open until the last step is done
     _teacher: Any = None
 
     @property

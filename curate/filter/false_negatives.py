@@ -22,7 +22,7 @@ from curate.core.errors import CurateError
 from curate.core.params import check_params
 from curate.filter.base import keep_negatives, register
 from curate.negatives.select import Thresholds
-from curate.filter.teacher_scores import ensure_teacher_scores, teacher_block
+from curate.filter.teacher_scores import TeacherDepth, ensure_teacher_scores, teacher_block
 
 
 def threshold(positive: float, mode: str = "percent", percent: float = 0.95,
@@ -36,11 +36,10 @@ def threshold(positive: float, mode: str = "percent", percent: float = 0.95,
 
 
 @dataclass
-class FalseNegativeParams:
+class FalseNegativeParams(TeacherDepth):
     mode: Literal["percent", "margin"] = "percent"
     percent: float = field(default=0.95, metadata={"min": 0.0, "max": 1.0})  # ceiling: this share of the positive
     margin: float = field(default=0.05, metadata={"min": 0.0})  # ceiling: the positive minus this
-    depth: int = field(default=100, metadata={"min": 1})
 
 
 @register("false_negatives", FalseNegativeParams)

@@ -28,7 +28,7 @@ from typing import Literal
 
 from curate.core.params import check_params
 from curate.filter.base import register
-from curate.filter.teacher_scores import ensure_teacher_scores, select_negatives
+from curate.filter.teacher_scores import TeacherDepth, ensure_teacher_scores, select_negatives
 
 MGH_REFERENCE = {"1": 0.881, "2": 0.857, "3": 0.845, "4": 0.793}
 
@@ -59,11 +59,10 @@ def level_means(records) -> tuple[dict[str, float], dict[str, int]]:
 
 
 @dataclass
-class GranularityParams:
+class GranularityParams(TeacherDepth):
     policy: Literal["keep", "reorder", "drop-inverted"] = "keep"
     tolerance: float = field(default=0.0, metadata={"min": 0.0})
     renumber: Literal["existing", "sequential"] = "existing"
-    depth: int = field(default=100, metadata={"min": 1})
 
 
 @register("granularity", GranularityParams)

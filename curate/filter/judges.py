@@ -158,11 +158,13 @@ def parse_judges(step: str, configs: Any) -> list[Judge]:
 
 @contextlib.asynccontextmanager
 async def open_clients(step: str, ctx: FilterContext, judges: list[Judge]):
-    """One client per judge; judges on the same backend share one (and one embedded server)."""
+    """One client per judge; judges on the same backend share one (and one embedded server),
+    within a step and, when the run keeps a stack (``filter.run``), across its steps."""
     if ctx.llm_factory is None:
         raise CurateError(f"{step} needs an LLM judge, but no LLM backend was configured")
-    async with contextlib.AsyncExitStack() as stack:
-        opened: dict[str, Any] = {}
+    async with contextlib.AsyncExitStack() as own:
+        stack = ctx.stack or own
+        opened = ctx.clients if ctx.stack is not None else {}
         clients = []
         for j in judges:
             key = json.dumps(j.backend, sort_keys=True, default=str)
@@ -189,6 +191,15 @@ async def ask(client, judge: Judge, messages: list[dict[str, str]], schema: dict
 def _messages(template, rec: Record, passage: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": render(template, {"task": rec.task, "query": rec.query,
                                                           "passage": passage})}]
+
+
+def _judged(records: list[Record], results: dict[int, Any], kept: list[Record]):
+    """Each judged record with its result; records no judge looked at go straight to ``kept``."""
+    for i, rec in enumerate(records):
+        if i in results:
+            yield rec, results[i]
+        else:
+            kept.append(rec)
 
 
 def _judges_scores(rec: Record) -> dict[str, Any]:
@@ -241,11 +252,7 @@ async def judge_refute(records: list[Record], params: dict[str, Any], ctx: Filte
     kept: list[Record] = []
     tally: Counter[str] = Counter()
     errors = kept_on_error = 0
-    for i, rec in enumerate(records):
-        if i not in results:
-            kept.append(rec)
-            continue
-        verdicts = results[i]
+    for rec, verdicts in _judged(records, results, kept):
         by_judge = _named(judges, verdicts)
         tally.update(by_judge.values())
         _judges_scores(rec)["refute"] = by_judge
@@ -323,11 +330,7 @@ async def judge_answerable(records: list[Record], params: dict[str, Any], ctx: F
     kept: list[Record] = []
     tally: Counter[str] = Counter()
     neg_dropped = errors = 0
-    for i, rec in enumerate(records):
-        if i not in results:
-            kept.append(rec)
-            continue
-        pos, negs = results[i]
+    for rec, (pos, negs) in _judged(records, results, kept):
         pos_named = named(pos)
         tally.update(f"positive:{v}" for v in pos_named.values())
         scores = {"positive": pos_named}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass, field
 import os
 import time
 from pathlib import Path
@@ -51,8 +52,23 @@ def _judge_factory(base: LLMOptions, out_dir: Path):
     return open_judge
 
 
-def filter_main(in_path: Path, out_dir: Path, recipe_name: str, teacher: str | None, query_prompt: str | None,
-                doc_prompt: str | None, corpus_path: Path | None, llm_opts: LLMOptions) -> None:
+@dataclass(kw_only=True)
+class FilterOptions:
+    inp: str  # records (JSONL)
+    out: str
+    recipe: str = "default"  # a shipped recipe name or a recipe YAML file
+    teacher: str | None = None  # overrides the recipe's teacher model
+    query_prompt: str | None = None
+    doc_prompt: str | None = None
+    corpus: str | None = None  # real documents added to the teacher's ranking pool
+    llm: LLMOptions = field(default_factory=LLMOptions)  # the judges' backend
+
+
+def filter_main(opts: FilterOptions, quiet: bool = False) -> dict[str, Any]:
+    """Run the recipe over the records, write the outputs, print and return the report."""
+    in_path, out_dir, recipe_name = Path(opts.inp), Path(opts.out), opts.recipe
+    teacher, query_prompt, doc_prompt, llm_opts = opts.teacher, opts.query_prompt, opts.doc_prompt, opts.llm
+    corpus_path = Path(opts.corpus) if opts.corpus else None
     started = time.perf_counter()
     recipe = load_recipe(recipe_name)
     records = read_records(in_path)
@@ -63,7 +79,9 @@ def filter_main(in_path: Path, out_dir: Path, recipe_name: str, teacher: str | N
     with open_run("filter", out_dir, params, [in_path, recipe.path, corpus_path]) as run:
         report = _filter(records, in_path, out_dir, run, recipe, teacher, query_prompt, doc_prompt, corpus_path,
                          llm_opts, started)
-    _print_report(report, out_dir)
+    if not quiet:
+        _print_report(report, out_dir)
+    return report
 
 
 def _filter(records, in_path: Path, out_dir: Path, run, recipe, teacher, query_prompt, doc_prompt, corpus_path,

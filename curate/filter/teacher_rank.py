@@ -18,15 +18,14 @@ from dataclasses import dataclass, field
 
 from curate.core.params import check_params
 from curate.filter.base import keep_negatives, register
-from curate.filter.teacher_scores import ensure_teacher_scores, teacher_block
+from curate.filter.teacher_scores import TeacherDepth, ensure_teacher_scores, teacher_block
 
 
 @dataclass
-class TeacherRankParams:
+class TeacherRankParams(TeacherDepth):
     positive_top: int | None = field(default=10, metadata={"min": 0})  # 0 or null: no limit
     negative_bottom: int | None = field(default=50, metadata={"min": 0})  # 0 or null: no limit
     drop_if_negative_outranks: bool = True
-    depth: int = field(default=100, metadata={"min": 1})  # teacher ranks computed this deep
 
 
 @register("teacher_rank", TeacherRankParams)

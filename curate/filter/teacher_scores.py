@@ -19,7 +19,7 @@ search; a record with a document deeper than that is re-scored against the full 
 query chunks, so every rank is exact however deep.
 
 Prompts follow the E5 convention: queries get the query prompt and documents the document
-prompt, but in symmetric families (sts, bitext, short-short, long-long) both sides are
+prompt, but in symmetric records (``taskspec.is_symmetric``: sts, bitext) both sides are
 encoded with the query prompt.  Steps that prune or reorder negatives must go through
 ``select_negatives`` so ``negative_ranks`` and ``margin`` stay aligned with the list.
 """
@@ -27,14 +27,22 @@ encoded with the query prompt.  Steps that prune or reorder negatives must go th
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from curate.negatives.search import rank_targets, top_k
 from curate.core.records import Record
+from curate.taskspec import is_symmetric
 
-SYMMETRIC_FAMILIES = frozenset({"sts", "bitext", "short-short", "long-long", "classification", "clustering"})
+
+
+@dataclass
+class TeacherDepth:
+    """The parameter every teacher-based step shares: how deep the teacher's ranks are computed."""
+
+    depth: int = field(default=100, metadata={"min": 1})
 
 
 def teacher_block(rec: Record) -> dict[str, Any] | None:
@@ -132,7 +140,7 @@ def ensure_teacher_scores(records: Sequence[Record], ctx, depth: int = 100) -> S
     encoded0, hits0 = teacher.encoded, teacher.cache_hits
     groups: dict[str, list[Record]] = {}
     for rec in todo:
-        symmetric = rec.task_type in SYMMETRIC_FAMILIES
+        symmetric = is_symmetric(rec)
         groups.setdefault(teacher.query_prompt if symmetric else teacher.doc_prompt, []).append(rec)
     for doc_prompt, group in groups.items():
         _score_group(teacher, group, pool, index, doc_prompt, depth)
@@ -160,12 +168,12 @@ def teacher_margins(records: Sequence[Record], teacher) -> list[float | None]:
     queries = teacher.encode([r.query for r in records], teacher.query_prompt)
     by_prompt: dict[str, list[str]] = {}
     for rec in records:
-        prompt = teacher.query_prompt if rec.task_type in SYMMETRIC_FAMILIES else teacher.doc_prompt
+        prompt = teacher.query_prompt if is_symmetric(rec) else teacher.doc_prompt
         by_prompt.setdefault(prompt, []).extend([rec.positive, *(n.text for n in rec.negatives)])
     vectors = {p: dict(zip(texts, teacher.encode(texts, p))) for p, texts in by_prompt.items()}
     out: list[float | None] = []
     for q, rec in zip(queries, records):
-        prompt = teacher.query_prompt if rec.task_type in SYMMETRIC_FAMILIES else teacher.doc_prompt
+        prompt = teacher.query_prompt if is_symmetric(rec) else teacher.doc_prompt
         s = [float(vectors[prompt][t] @ q) for t in (rec.positive, *(n.text for n in rec.negatives))]
         out.append(margin_of(s[0], s[1:]))
     return out

@@ -107,7 +107,7 @@ def answer_to_record(spec: TaskSpec, item: Item, data: dict[str, Any], meta: dic
         negatives=negatives,
         positive_score=data.get("positive_score"),
         positive_answerable=data.get("positive_answerable"),
-        meta=meta,
+        meta={**meta, "symmetric": spec.symmetric},
     )
 
 

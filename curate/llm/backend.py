@@ -1,17 +1,72 @@
-"""Choose the LLM backend for a run: the servers the user named, or the embedded CPU model."""
+"""Choose the LLM backend for a run: the servers the user named, or the embedded CPU model.
+
+Every LLM task (brainstorm, generate, from-pairs, the judges) talks to a ``Backend``: one
+method, ``ask_json(messages, schema, params, seed) -> Answer``, plus ``requests_sent`` and
+``close()``. The OpenAI-compatible client (vLLM, llama.cpp, hosted APIs) is the backend for
+``http``/``https`` URLs. Another backend is one module: a class with those members,
+registered for a URL scheme,
+
+    @register_backend("mine")
+    class MyBackend:
+        def __init__(self, cfg: ClientConfig, cache: RequestCache): ...
+
+and then ``--base-url mine://anything --model NAME`` routes every request to it. A package
+can also offer one through the ``curate.backends`` entry-point group (name = the scheme).
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from curate.core.errors import CurateError
 from curate.llm.cache import RequestCache
-from curate.llm.client import ClientConfig, LLMClient
+from curate.llm.client import Answer, ClientConfig, LLMClient
 from curate.llm.embedded import EmbeddedServer
+
+
+class Backend(Protocol):
+    requests_sent: int
+
+    async def ask_json(self, messages: list[dict[str, str]], schema: dict[str, Any], params: dict[str, Any],
+                       seed: int, name: str = "answer", fresh: bool = False) -> Answer: ...
+
+    async def close(self) -> None: ...
+
+
+BACKENDS: dict[str, Callable[[ClientConfig, RequestCache], Backend]] = {"http": LLMClient, "https": LLMClient}
+
+
+def register_backend(scheme: str):
+    """Route ``--base-url SCHEME://...`` to the decorated class (see the module docstring)."""
+    def deco(factory):
+        BACKENDS[scheme.lower()] = factory
+        return factory
+
+    return deco
+
+
+def open_backend(cfg: ClientConfig, cache: RequestCache) -> Backend:
+    """The backend for the run's URLs (they all share one scheme)."""
+    schemes = {urlsplit(u).scheme.lower() for u in cfg.base_urls}
+    if len(schemes) != 1:
+        raise CurateError(f"--base-url: one kind of backend per run, got {', '.join(sorted(schemes))}")
+    scheme = schemes.pop()
+    if scheme not in BACKENDS:
+        from importlib.metadata import entry_points
+
+        for ep in entry_points(group="curate.backends"):
+            if ep.name.lower() == scheme:
+                BACKENDS[scheme] = ep.load()
+    if scheme not in BACKENDS:
+        raise CurateError(f"--base-url: no backend for {scheme or 'a URL without a scheme'}:// "
+                          f"(known: {', '.join(sorted(BACKENDS))})")
+    return BACKENDS[scheme](cfg, cache)
 
 REMOTE_CONCURRENCY = 256  # per server: about what one vLLM instance batches at once
 
@@ -66,7 +121,7 @@ def llm_backend(opts: LLMOptions, out_dir: Path) -> Iterator[tuple[ClientConfig,
 async def llm_client(opts: LLMOptions, out_dir: Path) -> AsyncIterator[LLMClient]:
     """An open client on the chosen backend, closed (and the embedded server stopped) on exit."""
     with llm_backend(opts, out_dir) as (cfg, cache):
-        client = LLMClient(cfg, cache)
+        client = open_backend(cfg, cache)
         try:
             yield client
         finally:

@@ -7,7 +7,7 @@ with mined negatives appended), ``mine_report.json`` and PNG histograms of the s
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -18,61 +18,15 @@ from curate.mine import report as rep
 from curate.mine.ensemble import ENSEMBLES, Pick, assign_cross, interleave
 from curate.negatives.search import SearchIndex
 from curate.mine.inputs import MineInput, MineItem, load_input
-from curate.negatives.presets import Knobs, Method
-from curate.mine.miner import CrossEncoderScorer, MineConfig, Mined, SearchSettings, mine
+from curate.negatives.knobs import Knobs
+from curate.negatives.presets import Method
+from curate.mine.miner import CrossEncoderScorer, MineConfig, Mined, mine
+from curate.mine.options import DEFAULT_TASK, MineOptions, SearchSettings
 from curate.mine.sampling import STRATEGIES
 from curate.core.records import Negative, Record
 
 MINED = "mined.jsonl"
 REPORT = "mine_report.json"
-DEFAULT_TASK = "Given a query, retrieve relevant documents."
-
-
-@dataclass(kw_only=True)
-class MineOptions(SearchSettings, Knobs):
-    """Everything ``curate mine`` takes. The search settings (``SearchSettings``) and the
-    preset's knobs (``Knobs``) are declared once, where they are used, and inherited here."""
-
-    out: str
-    # input (exactly one of data / pairs / records / hf)
-    data: str | None = None
-    split: str = "train"
-    qrels: str | None = None
-    min_relevance: int = 1
-    pairs: str | None = None
-    records: str | None = None
-    hf: str | None = None
-    hf_split: str = "train"
-    hf_config: str | None = None
-    query_column: str | None = None
-    positive_column: str | None = None
-    id_column: str | None = None
-    corpus: str | None = None
-    limit: int | None = None
-    # teachers
-    teachers: tuple[str, ...] = ()
-    query_prompt: str | None = None
-    doc_prompt: str | None = None
-    batch_size: int = 64
-    ensemble: str | None = None
-    ensemble_dedup: bool = False
-    cross_assign: str = "hash"
-    cross_encoder: str | None = None
-    # method (its knobs: Knobs) and search (SearchSettings)
-    method: str = "percpos"
-    preset_modules: tuple[str, ...] = ()
-    index: str = "flat"
-    nprobe: int = 16
-    ef_search: int = 128
-    # output
-    task_text: str = DEFAULT_TASK
-    levels: bool = False
-    min_negatives: int | None = None
-    positive_top: int = 0  # >0: drop queries whose own positive the teacher ranks below this (Linq used 10)
-    check_qrels: str | None = None
-    plots: bool = True
-
-
 def _config(opts: MineOptions) -> MineConfig:
     from curate.negatives.presets import load_preset_module
 

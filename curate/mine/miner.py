@@ -23,27 +23,10 @@ import numpy as np
 
 from curate.negatives.search import SearchIndex
 from curate.mine.inputs import MineItem
+from curate.mine.options import SearchSettings
 from curate.negatives.presets import Method
 from curate.negatives.select import CODE_NAMES, VALID
 from curate.mine.sampling import choose, needed, query_rng
-
-
-@dataclass(kw_only=True)
-class SearchSettings:
-    """How the loop searches and chooses; ``MineOptions`` builds on this same list."""
-
-    k: int = 4  # negatives per query
-    sample: str = "top"  # how the k are chosen among the valid candidates (mine.sampling)
-    pool: int = 10  # sampling pool: the first N valid candidates
-    temperature: float = 0.05  # softmax / top1+ temperature
-    seed: int = 0  # seed of the per-query generators
-    depth: int = 100  # candidates retrieved first; queries short of valid ones are searched deeper
-    max_depth: int | None = None  # deepest search (None: the whole corpus)
-    positive_choice: str = "first"  # or "teacher": the tied top-relevance positive the teacher scores highest
-    # The positive-aware threshold's positive: "lowest" of all the query's labelled positives
-    # (safe for each of them), or the "record"'s own positive, the one it trains on (as
-    # sentence-transformers does per pair); labelled positives are excluded by id either way.
-    anchor: str = "lowest"
 
 
 @dataclass(kw_only=True)

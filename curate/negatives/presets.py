@@ -26,10 +26,8 @@ from typing import Any
 import numpy as np
 
 from curate.core.errors import CurateError
+from curate.negatives.knobs import KNOBS, Knobs
 from curate.negatives.select import Thresholds
-
-KNOBS = ("margin", "max_score", "shift", "rank_min", "rank_max")
-
 
 @dataclass(frozen=True)
 class Preset:
@@ -67,19 +65,6 @@ def load_preset_module(path: str | Path) -> None:
         spec.loader.exec_module(module)
     except Exception as e:  # a user's file: say which and why, in one line
         raise CurateError(f"{path}: cannot import: {type(e).__name__}: {e}") from None
-
-
-@dataclass(kw_only=True)
-class Knobs:
-    """The settings a preset may take (``None``: the preset's default); ``min_score`` is a floor
-    that goes with any preset. ``MineOptions`` and ``Method`` both build on this one list."""
-
-    margin: float | None = None  # percpos: share of the positive's score; marginpos: gap below it
-    max_score: float | None = None  # abs: highest negative score
-    shift: int | None = None  # shift: candidates skipped
-    rank_min: int | None = None  # window: first rank
-    rank_max: int | None = None  # window: last rank
-    min_score: float | None = None  # floor: candidates scoring below it are never mined
 
 
 @dataclass(kw_only=True)

@@ -33,12 +33,12 @@ CODE_NAMES = {ABOVE_CEILING: "above_threshold", BELOW_FLOOR: "below_floor",
 
 @dataclass(frozen=True)
 class Thresholds:
-    rank_min: int | None = None
+    rank_min: int | None = None  # 1-based, inclusive
     rank_max: int | None = None
-    max_score: float | None = None
-    margin: float | None = None
-    percent: float | None = None
-    min_score: float | None = None
+    max_score: float | None = None  # a fixed ceiling
+    margin: float | None = None  # ceiling: the anchor positive's score minus this
+    percent: float | None = None  # ceiling: this share of the anchor positive's score
+    min_score: float | None = None  # a floor
 
     @property
     def positive_aware(self) -> bool:

@@ -2,6 +2,8 @@
 
 Every writer keeps the rows' order, writes UTF-8, and puts each file in place by renaming a
 finished temporary file, so the same rows give the same bytes and no file is ever half there.
+A new format is one module with a writer function decorated ``@register_format("name")``
+(imported below for a shipped one); ``curate export --format name`` then writes it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,15 @@ from curate.export.formats.tevatron import write_tevatron
 from curate.export.rows import ExportRow
 
 Writer = Callable[[list[ExportRow], Path, dict], list[Path]]
+
+def register_format(name: str):
+    """Make ``writer`` the layout ``--format name`` writes."""
+    def deco(writer: Writer) -> Writer:
+        WRITERS[name] = writer
+        return writer
+
+    return deco
+
 
 WRITERS: dict[str, Writer] = {
     "hf": write_hf,

@@ -1,0 +1,70 @@
+"""curate as Python calls: each stage takes its typed options and returns its run summary.
+
+    from curate import api
+    api.mine(api.MineOptions(out="runs/mined", data="scifact", split="train"))
+    api.export(api.ExportOptions(inputs=("runs/mined/mined.jsonl",), out="runs/export"))
+
+Each call does what the command of the same name does (the command line is a thin layer
+over these): the same checks, the same run folder (lock, staged outputs, ``run.json``), the
+same outputs. Errors a user can fix raise ``CurateError`` with the one-line message the
+command prints.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from curate.convert.main import ConvertOptions
+from curate.core.errors import CurateError
+from curate.evaluate.main import EvalOptions
+from curate.export.main import ExportOptions
+from curate.filter.main import FilterOptions
+from curate.generate.stage import GenerateOptions, StageOptions
+from curate.llm.backend import LLMOptions
+from curate.mine.main import MineOptions
+
+__all__ = ["CurateError", "ConvertOptions", "EvalOptions", "ExportOptions", "FilterOptions", "GenerateOptions",
+           "LLMOptions", "MineOptions", "StageOptions", "brainstorm", "convert", "evaluate", "export", "filter",
+           "generate", "mine"]
+
+
+def brainstorm(opts: StageOptions, n: int = 50) -> dict[str, Any]:
+    from curate.generate.stage import brainstorm_stage
+
+    return brainstorm_stage(opts, n)
+
+
+def generate(opts: GenerateOptions) -> dict[str, Any]:
+    from curate.generate.stage import generate_stage
+
+    return generate_stage(opts)
+
+
+def filter(opts: FilterOptions) -> dict[str, Any]:  # noqa: A001  (the stage's name)
+    from curate.filter.main import filter_main
+
+    return filter_main(opts)
+
+
+def mine(opts: MineOptions) -> dict[str, Any]:
+    from curate.mine.main import mine_main
+
+    return mine_main(opts)
+
+
+def export(opts: ExportOptions) -> dict[str, Any]:
+    from curate.export.main import run_export
+
+    return run_export(opts)
+
+
+def evaluate(opts: EvalOptions) -> dict[str, Any]:
+    from curate.evaluate.main import run_eval
+
+    return run_eval(opts)
+
+
+def convert(opts: ConvertOptions) -> dict[str, Any]:
+    from curate.convert.main import convert_main
+
+    return convert_main(opts)

@@ -1,0 +1,203 @@
+"""Extending curate, each in one module (README: "Extend curate"): a filter step, an export
+format, a mining preset and an LLM backend, each registered here and used through the
+stages' Python API exactly as the shipped ones are."""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from curate import api
+from curate.core.errors import CurateError
+from curate.core.records import Negative, Record
+from tests.helpers import SHARED_DATA, read_jsonl
+from tests.mine_helpers import HashTeacher
+
+SCIFACT = SHARED_DATA / "scifact"
+
+
+def _claims(n: int) -> list[tuple[str, str]]:
+    claims = [json.loads(line)["text"] for line in open(SCIFACT / "queries.jsonl", encoding="utf-8")][:n]
+    docs = []
+    with open(SCIFACT / "corpus.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            docs.append(json.loads(line)["text"][:600])
+            if len(docs) >= n + 4:
+                break
+    return list(zip(claims, docs))
+
+
+def _records(path: Path, n: int = 6) -> Path:
+    pairs = _claims(n)
+    recs = [Record(id=f"r{i}", task_type="short-long", task="Given a claim, find evidence.", query=q, positive=d,
+                   negatives=[Negative(text=pairs[(i + j) % n][1], level=j) for j in (1, 2)])
+            for i, (q, d) in enumerate(pairs)]
+    path.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in recs), encoding="utf-8")
+    return path
+
+
+# --------------------------------------------------------------------------- a filter step
+
+
+@dataclass
+class ShortQueryParams:
+    min_words: int = field(default=5, metadata={"min": 1})
+
+
+def test_a_filter_step_is_one_registered_function(tmp_path):
+    from curate.filter.base import STEPS, register
+
+    @register("short_query", ShortQueryParams)
+    def short_query(records, params, ctx):
+        p = ShortQueryParams(**params)
+        kept = []
+        for rec in records:
+            if len(rec.query.split()) < p.min_words:
+                ctx.reject(rec, "short-query", {"words": len(rec.query.split())})
+            else:
+                kept.append(rec)
+        return kept
+
+    try:
+        recs = _records(tmp_path / "in.jsonl")
+        words = sorted(len(r["query"].split()) for r in read_jsonl(recs))
+        limit = words[len(words) // 2]  # about half the claims are shorter
+        recipe = tmp_path / "recipe.yaml"
+        recipe.write_text(f"steps:\n  - short_query: {{min_words: {limit}}}\n")
+        report = api.filter(api.FilterOptions(inp=str(recs), out=str(tmp_path / "f"), recipe=str(recipe)))
+        kept = read_jsonl(tmp_path / "f" / "filtered.jsonl")
+        assert kept and all(len(r["query"].split()) >= limit for r in kept)
+        dropped = read_jsonl(tmp_path / "f" / "rejected.jsonl")
+        assert {d["reason"] for d in dropped} == {"short-query"} and len(kept) + len(dropped) == 6
+        assert report["steps"][0]["records_dropped"] == {"short-query": len(dropped)}
+        # its parameters are checked like a shipped step's, when the recipe loads
+        recipe.write_text("steps:\n  - short_query: {min_word: 3}\n")
+        with pytest.raises(CurateError, match="unknown parameter 'min_word' \\(did you mean min_words\\?\\)"):
+            api.filter(api.FilterOptions(inp=str(recs), out=str(tmp_path / "g"), recipe=str(recipe)))
+    finally:
+        STEPS.pop("short_query", None)
+
+
+# --------------------------------------------------------------------------- an export format
+
+
+def test_an_export_format_is_one_registered_writer(tmp_path):
+    from curate.export.formats import WRITERS, register_format
+
+    @register_format("tsv-triplets")
+    def write_tsv(rows, out_dir, card):
+        out_dir.mkdir(parents=True, exist_ok=True)
+        path = out_dir / "triplets.tsv"
+        with open(path, "w", encoding="utf-8", newline="") as fh:
+            w = csv.writer(fh, delimiter="\t")
+            for row in rows:
+                for neg in row.negatives:
+                    w.writerow([row.query_text, row.positive, neg])
+        return [path]
+
+    try:
+        recs = _records(tmp_path / "in.jsonl")
+        report = api.export(api.ExportOptions(inputs=(str(recs),), out=str(tmp_path / "e"), formats=("tsv-triplets",),
+                                              batch_size=2))
+        lines = list(csv.reader(open(tmp_path / "e" / "triplets.tsv", encoding="utf-8"), delimiter="\t"))
+        assert len(lines) == sum(2 for _ in read_jsonl(recs)) and all(len(x) == 3 for x in lines)
+        assert report["outputs"] == {"tsv-triplets": ["triplets.tsv"]}
+    finally:
+        WRITERS.pop("tsv-triplets", None)
+
+
+# --------------------------------------------------------------------------- a mining preset
+
+
+PRESET_MODULE = '''
+from curate.negatives.presets import preset
+from curate.negatives.select import Thresholds
+
+
+@preset("middle-band", {"rank_min": 3, "rank_max": 8})
+def middle_band(knobs):
+    """Candidates ranked 3..8, and none scoring above 0.9."""
+    return Thresholds(rank_min=knobs["rank_min"], rank_max=knobs["rank_max"], max_score=0.9)
+'''
+
+
+def test_a_mining_preset_is_one_module(tmp_path):
+    from curate.mine.main import MineOptions, run_mine
+    from curate.negatives.presets import PRESETS
+
+    module = tmp_path / "my_presets.py"
+    module.write_text(PRESET_MODULE)
+    try:
+        opts = MineOptions(out=str(tmp_path / "m"), data=str(SCIFACT), split="train", limit=20, method="middle-band",
+                           preset_modules=(str(module),), k=3, plots=False)
+        report = run_mine(opts, teachers=[HashTeacher(dim=32)])
+        assert report["method"] == {"name": "middle-band", "rank_min": 3, "rank_max": 8}
+        rows = read_jsonl(tmp_path / "m" / "mined.jsonl")
+        assert len(rows) == 20
+        for r in rows:
+            # ranks count the query's positives too; the band counts candidates only
+            ranks, n_pos = r["meta"]["mine"]["ranks"], len(r["meta"]["positive_ids"])
+            assert len(ranks) == 3 and all(3 <= k <= 8 + n_pos for k in ranks) and ranks == sorted(ranks)
+            assert all(n["teacher_score"] <= 0.9 for n in r["negatives"])
+        # a knob the preset does not take is refused, naming the presets that do
+        with pytest.raises(CurateError, match="--max-score applies to abs, not middle-band"):
+            run_mine(MineOptions(**{**opts.__dict__, "max_score": 0.5}), teachers=[HashTeacher(dim=32)])
+    finally:
+        PRESETS.pop("middle-band", None)
+
+
+def test_a_preset_module_that_fails_is_one_line(tmp_path):
+    from curate.negatives.presets import load_preset_module
+
+    bad = tmp_path / "bad.py"
+    bad.write_text("raise RuntimeError('nope')\n")
+    with pytest.raises(CurateError, match=f"^{bad}: cannot import: RuntimeError: nope$"):
+        load_preset_module(bad)
+
+
+# --------------------------------------------------------------------------- an LLM backend
+
+
+class CannedBackend:
+    """Answers every ask with the first allowed value of each field: a backend without a server."""
+
+    def __init__(self, cfg, cache):
+        self.model = cfg.model
+        self.requests_sent = 0
+        self.closed = False
+
+    async def ask_json(self, messages, schema, params, seed, name="answer", fresh=False):
+        from curate.llm.client import Answer
+
+        self.requests_sent += 1
+        data = {k: (v.get("enum") or ["fine"])[0] for k, v in schema.get("properties", {}).items()}
+        return Answer(data=data, raw=json.dumps(data), attempts=1)
+
+    async def close(self):
+        self.closed = True
+
+
+def test_an_llm_backend_is_one_registered_class(tmp_path):
+    from curate.llm.backend import BACKENDS, register_backend
+
+    register_backend("canned")(CannedBackend)
+    try:
+        recs = _records(tmp_path / "in.jsonl")
+        recipe = tmp_path / "judge.yaml"
+        recipe.write_text("steps:\n  - judge_answerable: {families: [short-long]}\n")
+        llm = api.LLMOptions(base_urls=("canned://local",), model="canned")
+        report = api.filter(api.FilterOptions(inp=str(recs), out=str(tmp_path / "f"), recipe=str(recipe), llm=llm))
+        # the canned backend says "yes" (the schema's first verdict) to everything: each positive
+        # answers its query (kept) and so does each negative (dropped), so no record keeps a negative
+        assert report["records_in"] == 6 and report["records_kept"] == 0
+        assert report["steps"][0]["negatives_dropped"] == {"negative-answers": 12}
+        assert report["steps"][0]["records_dropped"] == {"no-negatives-left": 6}
+        with pytest.raises(CurateError, match="no backend for nothing://"):
+            api.filter(api.FilterOptions(inp=str(recs), out=str(tmp_path / "g"), recipe=str(recipe),
+                                         llm=api.LLMOptions(base_urls=("nothing://x",), model="m")))
+    finally:
+        BACKENDS.pop("canned", None)
