@@ -176,7 +176,7 @@ def test_from_pairs_family_needs_pairs_and_pairs_need_such_a_family(tmp_path):
 
 
 def test_task_all_leaves_out_families_that_need_pairs():
-    from curate.cli import _families
+    from curate.generate.stage import families as _families
 
     names = _families(("all",), ())
     assert "from-pairs" not in names and {"short-long", "sts"} <= set(names)
