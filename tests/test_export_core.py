@@ -349,6 +349,9 @@ def test_dev_split_holds_whole_tasks_and_no_query_crosses(data):
     assert report["split"]["dropped_query_in_dev"] >= 1  # some dev task holds the claim: train copies went
     dropped = sum(f["records_dropped"] for f in report["filters"])
     assert len(train) + len(dev) + dropped == len(gen) + len(twins)
+    batch_repeat = sum(f["records_dropped"] for f in report["filters"] if f["step"] == "batch-repeat")
+    lineage = read_jsonl(data["tmp"] / "split" / "rejected.jsonl")
+    assert len([r for r in lineage if r["reason"] == "batch-repeat"]) == batch_repeat
     assert all(r.phase is None and r.levels == [1] for r in dev)  # dev asks the hardest level
     _check_batches(rows, 8)
 
@@ -407,6 +410,10 @@ def test_decontamination_drops_planted_copies_of_scifact_test(data):
     assert {r.record_id for r in rows}.isdisjoint(dropped)
     step = [f for f in report["filters"] if f["step"] == "decontaminate" and "folder" in f][0]
     assert step["records_matched"] == len(dropped) and step["query_matched"] >= 2
+    # the run folder's lineage names the same records, as every stage's rejected.jsonl does
+    lineage = read_jsonl(data["tmp"] / "decon-out" / "rejected.jsonl")
+    assert {r["id"] for r in lineage if r["reason"] == "decontaminated"} == set(dropped)
+    assert all(r["stage"] == "export" for r in lineage)
 
 
 def test_decontaminating_against_a_split_keeps_the_shared_corpus(data):

@@ -160,6 +160,8 @@ def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: 
                                           opts.decontaminate_ngram)
     for c in decon:
         filters.append(c)
+    for d in dropped:
+        run.reject(d["id"], "decontaminated", source=d["source"])
     if opts.decontaminate:
         filters.append({"step": "decontaminate", "records_dropped": len(dropped),
                         "threshold": opts.decontaminate_threshold, "ngram": opts.decontaminate_ngram})
@@ -185,6 +187,9 @@ def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: 
         filters.append({"step": "batch-repeat", "records_dropped": len(unbatched) + len(dev_unbatched),
                         "note": "left over at the end of a split and would repeat a query or positive "
                                 "in its last batch"})
+    for split, left in (("train", unbatched), ("dev", dev_unbatched)):
+        for it in left:
+            run.reject(it.record.id, "batch-repeat", split=split, source=it.source)
 
     stats: Counter = Counter()
     negatives = RowNegatives(curriculum, opts.negatives_per_row, opts.seed)
