@@ -100,6 +100,7 @@ def _st_parameters() -> set[str]:
 
 
 def _arm(path: Path, name: str, spec: Any) -> Arm:
+    from curate.core.params import check_params
     from curate.export.main import ExportOptions
     from curate.mine.main import MineOptions
 
@@ -116,8 +117,10 @@ def _arm(path: Path, name: str, spec: Any) -> Arm:
         raise CurateError(f"{where}: mine/filter/export options belong to curate arms (kind: curate)")
     if kind != "st" and arm.st:
         raise CurateError(f"{where}: st options belong to kind: st")
-    _check_keys(f"{where} mine", arm.mine, {f.name for f in fields(MineOptions)}, MINE_FIXED)
-    _check_keys(f"{where} export", arm.export, {f.name for f in fields(ExportOptions)}, EXPORT_FIXED)
+    for part, options, fixed in (("mine", MineOptions, MINE_FIXED), ("export", ExportOptions, EXPORT_FIXED)):
+        given = getattr(arm, part)
+        _check_keys(f"{where} {part}", given, {f.name for f in fields(options)}, fixed)
+        check_params(f"{where} {part}", options, given, partial=True)  # types and ranges too
     if arm.st:
         _check_keys(f"{where} st", arm.st, _st_parameters() | ST_OWN, ST_FIXED)
     if arm.st.get("positives", "all") not in ("all", "one"):

@@ -23,8 +23,9 @@ from curate.core.errors import CurateError
 P = TypeVar("P")
 
 
-def check_params(where: str, schema: type[P], given: Mapping[str, Any] | None) -> P:
-    """``given`` checked against ``schema`` and filled with its defaults."""
+def check_params(where: str, schema: type[P], given: Mapping[str, Any] | None, partial: bool = False) -> P:
+    """``given`` checked against ``schema`` and filled with its defaults (``partial``: only
+    checked, and returned as the checked mapping, for options that are completed elsewhere)."""
     given = dict(given or {})
     fields = {f.name: f for f in dataclasses.fields(schema)}
     hints = typing.get_type_hints(schema)
@@ -43,7 +44,7 @@ def check_params(where: str, schema: type[P], given: Mapping[str, Any] | None) -
                 span = (f"between {lo} and {hi}" if lo is not None and hi is not None
                         else f"at least {lo}" if lo is not None else f"at most {hi}")
                 raise CurateError(f"{where}: {name} must be {span}, got {value!r}")
-    return schema(**values)
+    return values if partial else schema(**values)
 
 
 def as_dict(params: Any) -> dict[str, Any]:
