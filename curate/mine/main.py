@@ -297,5 +297,6 @@ def mine_main(opts: MineOptions) -> dict[str, Any]:
     for t in report["teachers"]:
         if t.get("queries"):
             console.print(f"teacher {t['model']}: {t['texts_encoded']} texts encoded, {t['cache_hits']} from cache")
-    console.print(f"wrote {Path(opts.out) / MINED}, {Path(opts.out) / REPORT} in {report['wall_seconds']:.1f}s")
+    extra = ", rejected.jsonl" if "rejected" in report["outputs"] else ""
+    console.print(f"wrote {Path(opts.out) / MINED}, {REPORT}{extra} and run.json in {report['wall_seconds']:.1f}s")
     return report
