@@ -52,6 +52,9 @@ def test_read_records_names_file_and_line_of_a_bad_record(tmp_path):
     ({"scores": [1]}, "record 'scores' must be an object (got list)"),
     ({"positive_score": "high"}, "'positive_score' must be a number"),
     ({"schema_version": 9}, "'schema_version' 9 is not one this curate reads"),
+    ({"meta": {"positives": "another"}}, "'meta.positives' must be a list of non-empty strings"),
+    ({"meta": {"positives": ["ok", " "]}}, "'meta.positives' must be a list of non-empty strings"),
+    ({"meta": {"positive_ids": [{"id": 1}]}}, "'meta.positive_ids' must be a list of corpus ids"),
 ])
 def test_bad_fields_are_one_line_naming_file_and_line(tmp_path, change, message):
     p = tmp_path / "in.jsonl"
@@ -267,3 +270,14 @@ def test_symmetry_has_one_definition_the_spec_field():
     assert is_symmetric(rec("my-family", symmetric=True)) and not is_symmetric(rec("sts", symmetric=False))
     for family in FAMILIES:
         assert is_symmetric(rec(family)) == load_spec(family).symmetric
+
+
+def test_every_positive_with_its_corpus_id_in_one_typed_reading():
+    from curate.core.records import Positive
+
+    rec = _record(positive="p0", meta={"positives": ["p1", "p2"], "positive_ids": ["d0", "d1", 7]})
+    assert rec.all_positives() == [Positive("p0", "d0"), Positive("p1", "d1"), Positive("p2", "7")]
+    # ids that do not line up with the extra texts give the extra texts no id (never a wrong one)
+    rec = _record(positive="p0", meta={"positives": ["p1"], "positive_ids": ["d0"]})
+    assert rec.all_positives() == [Positive("p0", "d0"), Positive("p1", None)]
+    assert _record(positive="p0").all_positives() == [Positive("p0", None)]

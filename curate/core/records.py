@@ -65,6 +65,24 @@ class Negative:
 
 
 @dataclass
+class Positive:
+    text: str
+    doc_id: str | None = None  # the corpus id, for a positive that came from a corpus
+
+
+def positives_from(positive: str, meta: dict[str, Any] | None) -> list[Positive]:
+    """Every positive of a record, its own first: the further ones mine keeps in
+    ``meta.positives``, with the corpus ids of ``meta.positive_ids`` (own first) when they line up."""
+    meta = meta if isinstance(meta, dict) else {}
+    extra = [t for t in meta.get("positives") or [] if isinstance(t, str)]
+    ids = meta.get("positive_ids")
+    ids = [None if i is None else str(i) for i in ids] if isinstance(ids, list) else []
+    own_id = ids[0] if ids else None
+    extra_ids = ids[1:] if len(ids) == len(extra) + 1 else [None] * len(extra)
+    return [Positive(positive, own_id)] + [Positive(t, i) for t, i in zip(extra, extra_ids)]
+
+
+@dataclass
 class Record:
     """One training example, the unit that flows from generate to export."""
 
@@ -79,6 +97,10 @@ class Record:
     scores: dict[str, Any] = field(default_factory=dict)  # stage-computed numbers (teacher etc.)
     meta: dict[str, Any] = field(default_factory=dict)  # provenance: model, template, seed, ...
     schema_version: int = SCHEMA_VERSION
+
+    def all_positives(self) -> list[Positive]:
+        """This record's positive and any further ones, with their corpus ids when known."""
+        return positives_from(self.positive, self.meta)
 
     def to_dict(self) -> dict[str, Any]:
         """A plain dict in field order. Built directly: ``asdict`` deep-copies every nested
@@ -109,6 +131,14 @@ class Record:
         _typed(d, "positive_answerable", bool, "true or false", "record")
         for k in ("scores", "meta"):
             _typed(d, k, dict, "an object", "record")
+        meta = d.get("meta") or {}
+        extra = meta.get("positives")
+        if extra is not None and (not isinstance(extra, list)
+                                  or not all(isinstance(t, str) and t.strip() for t in extra)):
+            raise ValueError("record 'meta.positives' must be a list of non-empty strings")
+        ids = meta.get("positive_ids")
+        if ids is not None and (not isinstance(ids, list) or not all(isinstance(i, (str, int)) for i in ids)):
+            raise ValueError("record 'meta.positive_ids' must be a list of corpus ids")
         version = d.get("schema_version", 1)
         if not _is_int(version) or not 1 <= version <= SCHEMA_VERSION:
             raise ValueError(f"record 'schema_version' {version!r} is not one this curate reads (1-{SCHEMA_VERSION})")

@@ -28,7 +28,6 @@ def build_row(item: Item, split: str, chosen: Sequence[int], levels: Sequence[in
     def doc(text: str) -> str:
         return instruction.apply(rec.task, text) if symmetric else text
 
-    positive_ids = (rec.meta or {}).get("positive_ids") or []
     meta = dict(rec.meta or {})
     meta["export"] = {"input": item.source, **({"dataset": item.dataset} if item.dataset else {}),
                       **(extra_meta or {})}
@@ -38,6 +37,6 @@ def build_row(item: Item, split: str, chosen: Sequence[int], levels: Sequence[in
         negatives=[doc(rec.negatives[k].text) for k in chosen], instruction=instruction.prefix(rec.task),
         symmetric=symmetric, positive_score=_positive_score(item),
         negative_scores=[rec.negatives[k].teacher_score for k in chosen], levels=[levels[k] for k in chosen],
-        phase=phase, batch=batch, positive_id=str(positive_ids[0]) if positive_ids else None,
+        phase=phase, batch=batch, positive_id=rec.all_positives()[0].doc_id,
         negative_ids=[rec.negatives[k].doc_id for k in chosen], meta=meta,
     )

@@ -288,11 +288,9 @@ def load_records_input(in_path: str | Path, corpus_path: str | Path | None = Non
     inp = MineInput([], corpus, {"kind": "records", "path": str(in_path),
                                  "corpus": str(corpus_path) if corpus_path else None})
     for rec in records:
-        extra = rec.meta.get("positives") if isinstance(rec.meta, dict) else None
-        texts = [rec.positive] + [p for p in (extra or []) if isinstance(p, str) and p.strip()]
         positives: list[int] = []
-        for t in texts:
-            idx = corpus.add(t, positive=True)
+        for p in rec.all_positives():
+            idx = corpus.add(p.text, positive=True)
             if idx not in positives:
                 positives.append(idx)
         qid = rec.meta.get("query_id") if isinstance(rec.meta, dict) else None

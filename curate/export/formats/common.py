@@ -16,7 +16,7 @@ from pathlib import Path
 from curate.core.errors import CurateError
 from curate.core.jsonl import FILE_MODE
 from curate.export.rows import ExportRow
-from curate.core.records import stable_id
+from curate.core.records import positives_from, stable_id
 
 # A reader of one of our files should never meet a half-written one: each file is written
 # under a temporary name in its own folder, then renamed (atomic on one file system).
@@ -168,15 +168,9 @@ def doc_ids(row: ExportRow, table: IdTable) -> tuple[str, list[str]]:
 
 
 def extra_positives(row: ExportRow) -> list[tuple[str, str | None]]:
-    """Further relevant documents a mined record carries (``meta["positives"]``), with their
-    corpus ids when ``meta["positive_ids"]`` lines up (it lists the main positive first)."""
-    meta = row.meta if isinstance(row.meta, dict) else {}
-    texts = meta.get("positives")
-    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
-        return []
-    ids = meta.get("positive_ids")
-    given = ids[1:] if isinstance(ids, list) and len(ids) == len(texts) + 1 else [None] * len(texts)
-    return [(t, None if g is None else str(g)) for t, g in zip(texts, given)]
+    """Further relevant documents a mined record carries, with their corpus ids when known
+    (the record schema's one reading of them: ``records.positives_from``)."""
+    return [(p.text, p.doc_id) for p in positives_from(row.positive, row.meta)[1:]]
 
 
 def id_tables(rows: list[ExportRow]) -> tuple[IdTable, IdTable]:
