@@ -188,6 +188,10 @@ def test_stale_outputs_are_removed_but_never_an_input(tmp_path):
     assert read_jsonl(out / "b.jsonl") == [{"x": 2}]  # read by the run: kept
     assert read_jsonl(out / "c.jsonl") == [{"x": 2}]
     assert json.loads((out / "run.json").read_text())["outputs"] == ["c.jsonl"]
+    # another stage writing into the same folder leaves this one's outputs alone
+    with runner.open_run("other", out) as run:
+        atomic_write_jsonl(run.path("d.jsonl"), [{"x": 3}])
+    assert read_jsonl(out / "c.jsonl") == [{"x": 2}] and read_jsonl(out / "d.jsonl") == [{"x": 3}]
 
 
 def test_rejections_are_written_and_counted(tmp_path):

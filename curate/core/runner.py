@@ -126,7 +126,7 @@ def _run_in(stage: str, out: Path, params: dict[str, Any] | None, inputs: Iterab
             written = _entries(staging, out) if staged else None
             atomic_write_json(run.dir / RUN_JSON, _run_json(run, written))
             if staged:
-                _commit(staging, out, written + [RUN_JSON], _stale(out, written, inputs))
+                _commit(staging, out, written + [RUN_JSON], _stale(out, stage, written, inputs))
         except OSError as e:
             run._close()
             if staged:
@@ -198,11 +198,13 @@ def _entries(staging: Path, out: Path) -> list[str]:
     return sorted(p.name for p in staging.iterdir() if p.name not in (JOURNAL, RUN_JSON, ".old"))
 
 
-def _stale(out: Path, written: list[str], inputs: list[str]) -> list[str]:
-    """Outputs of the previous run that this run does not write again (a format no longer
-    asked for), except anything this run read: an input is never deleted."""
+def _stale(out: Path, stage: str, written: list[str], inputs: list[str]) -> list[str]:
+    """Outputs of the previous run of this stage that this run does not write again (a format
+    no longer asked for), except anything this run read: an input is never deleted, and
+    another stage's outputs in the same folder are left alone."""
     try:
-        before = json.loads((out / RUN_JSON).read_text(encoding="utf-8")).get("outputs") or []
+        previous = json.loads((out / RUN_JSON).read_text(encoding="utf-8"))
+        before = previous.get("outputs") or [] if previous.get("stage") == stage else []
     except (OSError, ValueError, AttributeError):
         return []
     read = {Path(p).resolve() for p in inputs}
