@@ -52,8 +52,8 @@ def test_read_records_names_file_and_line_of_a_bad_record(tmp_path):
     ({"scores": [1]}, "record 'scores' must be an object (got list)"),
     ({"positive_score": "high"}, "'positive_score' must be a number"),
     ({"schema_version": 9}, "'schema_version' 9 is not one this curate reads"),
-    ({"meta": {"positives": "another"}}, "'meta.positives' must be a list of non-empty strings"),
-    ({"meta": {"positives": ["ok", " "]}}, "'meta.positives' must be a list of non-empty strings"),
+    ({"meta": {"positives": "another"}}, "'meta.positives' must be a list of strings"),
+    ({"meta": {"positives": ["ok", 3]}}, "'meta.positives' must be a list of strings"),
     ({"meta": {"positive_ids": [{"id": 1}]}}, "'meta.positive_ids' must be a list of corpus ids"),
 ])
 def test_bad_fields_are_one_line_naming_file_and_line(tmp_path, change, message):
@@ -281,3 +281,6 @@ def test_every_positive_with_its_corpus_id_in_one_typed_reading():
     rec = _record(positive="p0", meta={"positives": ["p1"], "positive_ids": ["d0"]})
     assert rec.all_positives() == [Positive("p0", "d0"), Positive("p1", None)]
     assert _record(positive="p0").all_positives() == [Positive("p0", None)]
+    # a blank further positive (an empty corpus text) is skipped, and the ids stay matched
+    rec = _record(positive="p0", meta={"positives": [" ", "p2"], "positive_ids": ["d0", "d1", "d2"]})
+    assert rec.all_positives() == [Positive("p0", "d0"), Positive("p2", "d2")]

@@ -625,3 +625,24 @@ def test_positive_choice_teacher_picks_among_equally_relevant_positives(tmp_path
     assert first["q2"][0] == chosen["q2"][0] == "loose"
     with pytest.raises(CurateError, match="positive-choice"):
         positives("best")
+
+
+def test_blank_texts_in_a_beir_folder_never_reach_a_record(tmp_path):
+    """A record needs text on both sides and in every negative (records.py checks it on read):
+    an empty query or positive is skipped and counted, an empty document is never mined."""
+    from curate.core.records import read_records
+
+    folder = tmp_path / "beir"
+    (folder / "qrels").mkdir(parents=True)
+    docs = {"d1": "alpha beta", "d2": "", "d3": "gamma delta", "d4": "eps zeta", "d5": "eta theta"}
+    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": k, "title": "", "text": v}) + "\n"
+                                                 for k, v in docs.items()))
+    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n"
+                                                  for k, v in {"q1": "alpha?", "q2": "  ", "q3": "what?"}.items()))
+    (folder / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td3\t1\nq3\td2\t1\n")
+    rep = run_mine(MineOptions(out=str(tmp_path / "o"), data=str(folder), method="naive", k=4, plots=False),
+                   teachers=[HashTeacher()])
+    assert rep["skipped_input"] == {"query text is empty": 1, "positive text is empty (positive dropped)": 1,
+                                    "no positive with relevance >= 1": 1}
+    (rec,) = read_records(tmp_path / "o" / "mined.jsonl")  # readable by the next stage
+    assert sorted(n.text for n in rec.negatives) == ["eps zeta", "eta theta", "gamma delta"]

@@ -79,7 +79,7 @@ def positives_from(positive: str, meta: dict[str, Any] | None) -> list[Positive]
     ids = [None if i is None else str(i) for i in ids] if isinstance(ids, list) else []
     own_id = ids[0] if ids else None
     extra_ids = ids[1:] if len(ids) == len(extra) + 1 else [None] * len(extra)
-    return [Positive(positive, own_id)] + [Positive(t, i) for t, i in zip(extra, extra_ids)]
+    return [Positive(positive, own_id)] + [Positive(t, i) for t, i in zip(extra, extra_ids) if t.strip()]
 
 
 @dataclass
@@ -133,9 +133,8 @@ class Record:
             _typed(d, k, dict, "an object", "record")
         meta = d.get("meta") or {}
         extra = meta.get("positives")
-        if extra is not None and (not isinstance(extra, list)
-                                  or not all(isinstance(t, str) and t.strip() for t in extra)):
-            raise ValueError("record 'meta.positives' must be a list of non-empty strings")
+        if extra is not None and (not isinstance(extra, list) or not all(isinstance(t, str) for t in extra)):
+            raise ValueError("record 'meta.positives' must be a list of strings")
         ids = meta.get("positive_ids")
         if ids is not None and (not isinstance(ids, list) or not all(isinstance(i, (str, int)) for i in ids)):
             raise ValueError("record 'meta.positive_ids' must be a list of corpus ids")

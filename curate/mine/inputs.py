@@ -120,8 +120,9 @@ def finalize(inp: MineInput) -> MineInput:
     by_query: dict[str, set[int]] = {}
     for it in inp.items:
         by_query.setdefault(it.query, set()).update(it.positives)
+    blank = {j for j, t in enumerate(inp.corpus.texts) if not t.strip()}  # never a negative: no text
     for it in inp.items:
-        ex = set(by_query[it.query])
+        ex = set(by_query[it.query]) | blank
         it.also_positive = sorted(ex - set(it.positives))
         self_doc = inp.corpus.find_text(it.query)
         if self_doc is not None:
@@ -155,6 +156,9 @@ def load_beir_input(folder: str | Path, split: str = "train", qrels_path: str | 
         if qid not in data.queries:
             inp.skip("query id not in queries.jsonl")
             continue
+        if not data.queries[qid].strip():  # a record needs text on both sides (records.py checks it)
+            inp.skip("query text is empty")
+            continue
         positives, relevance = [], []
         # most relevant first (the record's positive), qrels order among equals
         for doc_id, rel in sorted(rels.items(), key=lambda kv: -kv[1]):
@@ -163,6 +167,8 @@ def load_beir_input(folder: str | Path, split: str = "train", qrels_path: str | 
             idx = corpus.find_id(doc_id)
             if idx is None:
                 inp.skip("positive id not in corpus.jsonl (positive dropped)")
+            elif not corpus.texts[idx].strip():
+                inp.skip("positive text is empty (positive dropped)")
             elif idx not in positives:
                 positives.append(idx)
                 relevance.append(rel)
