@@ -39,3 +39,20 @@ def assert_one_line_error(proc, *needles: str) -> None:
     assert len(lines) == 1, proc.stderr
     for needle in needles:
         assert needle in lines[0], lines[0]
+
+
+def scifact_pairs(n: int, max_chars: int = 800) -> list[tuple[str, str]]:
+    """``n`` (claim, abstract) pairs from SciFact (claims and abstracts in file order, not
+    matched: texts for tests that need real sentences); stand-ins when the copy is missing."""
+    folder = SHARED_DATA / "scifact"
+    if not (folder / "corpus.jsonl").exists():  # pragma: no cover - keep the tests runnable anywhere
+        return [(f"Claim number {i} about cells.", f"Abstract {i} about cells and their growth in mice.")
+                for i in range(n)]
+    claims = [json.loads(line)["text"] for line in open(folder / "queries.jsonl", encoding="utf-8")][:n]
+    docs = []
+    with open(folder / "corpus.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            docs.append(json.loads(line)["text"][:max_chars])
+            if len(docs) >= n + 8:
+                break
+    return list(zip(claims, docs))

@@ -14,25 +14,14 @@ import pytest
 from curate import api
 from curate.core.errors import CurateError
 from curate.core.records import Negative, Record
-from tests.helpers import SHARED_DATA, read_jsonl
+from tests.helpers import SHARED_DATA, read_jsonl, scifact_pairs
 from tests.mine_helpers import HashTeacher
 
 SCIFACT = SHARED_DATA / "scifact"
 
 
-def _claims(n: int) -> list[tuple[str, str]]:
-    claims = [json.loads(line)["text"] for line in open(SCIFACT / "queries.jsonl", encoding="utf-8")][:n]
-    docs = []
-    with open(SCIFACT / "corpus.jsonl", encoding="utf-8") as fh:
-        for line in fh:
-            docs.append(json.loads(line)["text"][:600])
-            if len(docs) >= n + 4:
-                break
-    return list(zip(claims, docs))
-
-
 def _records(path: Path, n: int = 6) -> Path:
-    pairs = _claims(n)
+    pairs = scifact_pairs(n, max_chars=600)
     recs = [Record(id=f"r{i}", task_type="short-long", task="Given a claim, find evidence.", query=q, positive=d,
                    negatives=[Negative(text=pairs[(i + j) % n][1], level=j) for j in (1, 2)])
             for i, (q, d) in enumerate(pairs)]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import re
 from pathlib import Path
 
@@ -23,34 +22,19 @@ from curate.llm.cache import RequestCache
 from curate.llm.client import ClientConfig, LLMClient
 from curate.core.records import Negative, Record
 from curate.templates import load_template, render
+from tests.helpers import scifact_pairs
 
 try:
     from tests.fake_llm_server import fake_llm_server
 except ImportError:  # pragma: no cover - tests/ on sys.path without a package
     from fake_llm_server import fake_llm_server
 
-SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact"
 REFUTE_TASK = "Given a scientific claim, retrieve abstracts whose findings refute it."
 PLAIN_TASK = "Given a scientific claim, retrieve abstracts with evidence about it."
 
 
-def _scifact(n: int) -> list[tuple[str, str]]:
-    """n (claim, abstract) pairs, real when the SciFact copy is there."""
-    if not (SCIFACT / "corpus.jsonl").exists():  # pragma: no cover - keep the tests runnable anywhere
-        return [(f"Claim number {i} about cells.", f"Abstract {i} about cells and their growth in mice.")
-                for i in range(n)]
-    claims = [json.loads(line)["text"] for line in open(SCIFACT / "queries.jsonl", encoding="utf-8")][:n]
-    docs = []
-    with open(SCIFACT / "corpus.jsonl", encoding="utf-8") as f:
-        for line in f:
-            docs.append(json.loads(line)["text"][:800])
-            if len(docs) >= n + 8:
-                break
-    return list(zip(claims, docs))
-
-
-PAIRS = _scifact(12)
-DOCS = [d for _, d in _scifact(20)]
+PAIRS = scifact_pairs(12)
+DOCS = [d for _, d in scifact_pairs(20)]
 
 
 def record(i: int, task: str = REFUTE_TASK, query_prefix: str = "", negatives: list[str] | None = None,
