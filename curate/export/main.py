@@ -196,7 +196,7 @@ def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: 
     rows = _rows(placed, "train", levels, curriculum, negatives, instruction, stats)
     rows += _rows(dev_placed, "dev", levels, curriculum, negatives, instruction, stats)
 
-    params = {k: v for k, v in asdict(opts).items() if k != "out"}
+    params = dict(run.params)  # the options as given; the card adds what they resolved to
     params.update(formats=formats, curriculum=str(curriculum), negatives_per_row=negatives.per_row,
                   instruction=instruction_spec)
     if opts.instruction == "auto":

@@ -114,8 +114,9 @@ def keep_negatives(rec: Record, survivors: list, ctx: FilterContext, drop_empty:
     return True
 
 
-def merge_params(step: str, defaults: dict[str, Any], params: dict[str, Any] | None) -> dict[str, Any]:
-    """The step's defaults overridden by the recipe; an unknown name is a one-line error."""
-    from curate.core.params import as_dict, check_params, schema_from_defaults
+def merge_params(step: str, params: dict[str, Any] | None) -> dict[str, Any]:
+    """The registered step's defaults overridden by the recipe, checked against its parameters
+    dataclass (an unknown name is a one-line error), as a plain mapping."""
+    from curate.core.params import as_dict, check_params
 
-    return as_dict(check_params(step, schema_from_defaults(step, defaults), params))
+    return as_dict(check_params(step, PARAMS[step], params))

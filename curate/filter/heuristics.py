@@ -71,7 +71,7 @@ DEFAULTS: dict[str, Any] = {
 
 def _params(params: dict[str, Any] | None) -> dict[str, Any]:
     params = dict(params or {})
-    p = merge_params("heuristics", DEFAULTS, params)
+    p = merge_params("heuristics", params)
     p["min_chars"] = {**DEFAULTS["min_chars"], **(params.get("min_chars") or {})}
     tol = p["length_tolerance"]
     if tol is not None and not (isinstance(tol, (int, float)) and 0 < tol <= 1):

@@ -121,8 +121,8 @@ def _failed(judges, verdicts) -> dict[str, str]:
     return {j.name: v.error for j, v in zip(judges, verdicts) if v.error is not None}
 
 
-def _merge(step: str, defaults: dict[str, Any], params: dict[str, Any] | None) -> dict[str, Any]:
-    p = merge_params(step, defaults, params)
+def _merge(step: str, params: dict[str, Any] | None) -> dict[str, Any]:
+    p = merge_params(step, params)
     if p["on_error"] not in ("drop", "keep"):
         raise CurateError(f"{step}: on_error must be 'drop' or 'keep', got {p['on_error']!r}")
     if not isinstance(p["concurrency"], int) or p["concurrency"] < 1:
@@ -215,7 +215,7 @@ def _judges_scores(rec: Record) -> dict[str, Any]:
 
 
 def _refute_params(params: dict[str, Any] | None) -> tuple[dict[str, Any], re.Pattern]:
-    p = _merge("judge_refute", REFUTE_DEFAULTS, params)
+    p = _merge("judge_refute", params)
     try:
         return p, re.compile(p["pattern"], re.IGNORECASE)
     except (re.error, TypeError) as e:
@@ -276,10 +276,10 @@ async def judge_refute(records: list[Record], params: dict[str, Any], ctx: Filte
 
 
 @register("judge_answerable", schema_from_defaults("JudgeAnswerableParams", ANSWERABLE_DEFAULTS),
-          lambda params: _merge("judge_answerable", ANSWERABLE_DEFAULTS, params))
+          lambda params: _merge("judge_answerable", params))
 async def judge_answerable(records: list[Record], params: dict[str, Any], ctx: FilterContext) -> list[Record]:
     step = "judge_answerable"
-    p = _merge(step, ANSWERABLE_DEFAULTS, params)
+    p = _merge(step, params)
     families = p["families"]
     if isinstance(families, str):
         families = [families]

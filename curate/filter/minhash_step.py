@@ -73,7 +73,7 @@ def _per_field(value: Any, name: str, field: str) -> Any:
 
 
 def _params(params: dict[str, Any] | None) -> dict[str, Any]:
-    p = merge_params("minhash", DEFAULTS, params)
+    p = merge_params("minhash", params)
     fields = p["fields"]
     if isinstance(fields, str):
         fields = [fields]

@@ -23,8 +23,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from curate.core.errors import CurateError
 from curate.negatives.knobs import KNOBS, Knobs
 from curate.negatives.select import Thresholds
