@@ -72,20 +72,19 @@ asyncio.run(main())
 def request_bodies(tasks: Path, n: int, model: str, max_chars: int | None) -> list[dict]:
     """The bodies ``curate generate`` sends for these tasks (its planning, draws and templates)."""
     from curate.generate.brainstorm import load_tasks
-    from curate.generate.examples import plan_items
-    from curate.generate.prompting import build_messages, draw_variables
+    from curate.generate.examples import example_task, plan_items
     from curate.taskspec import load_spec
 
     spec = load_spec("short-long")
-    step = spec.generate.with_max_chars(max_chars)
+    step = spec.generate
+    task = example_task(spec, max_chars=max_chars)
     bodies = []
     for item in plan_items(spec, load_tasks(tasks, spec.family), n, 0, None, max_chars):
-        variables = draw_variables(step, item.seed, None)
+        variables = step.variables(item.seed, None)
         variables.update(task=item.task.task, n_negatives=spec.n_negatives, task_type=spec.family)
-        messages, _ = build_messages(step, variables)
-        bodies.append({"model": model, "messages": messages, "seed": item.seed, **step.params,
+        bodies.append({"model": model, "messages": task.prompt(variables).messages, "seed": item.seed, **task.params,
                        "response_format": {"type": "json_schema",
-                                           "json_schema": {"name": "example", "schema": step.schema, "strict": True}}})
+                                           "json_schema": {"name": task.name, "schema": task.schema, "strict": True}}})
     return bodies
 
 

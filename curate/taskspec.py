@@ -13,11 +13,14 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from curate.core.errors import CurateError
 from curate.resources import resource_dir
 from curate.yamlfile import read_yaml_mapping
+
+if TYPE_CHECKING:
+    from curate.llm.task import LLMTask
 
 ANSWER_KEYS = ("query", "positive", "negatives")
 INPUT_KEYS = ("query", "positive")  # answer keys a spec may take from its items instead
@@ -42,6 +45,19 @@ class PromptStep:
         if not limit:
             return self
         return dataclasses.replace(self, schema=_clamp_strings(self.schema, limit))
+
+    def task(self, name: str, parse, prompt_dirs=()) -> "LLMTask":
+        """This step as an LLM task whose answers ``parse`` reads."""
+        from curate.llm.task import LLMTask
+
+        return LLMTask(name, self.template, self.schema, parse, dict(self.params), self.system,
+                       tuple(str(d) for d in prompt_dirs))
+
+    def variables(self, seed: int, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Placeholder values for one item from its own seed; ``overrides`` pin chosen placeholders."""
+        values = self.draw(random.Random(seed))
+        values.update(overrides or {})
+        return values
 
     def draw(self, rng: random.Random) -> dict[str, Any]:
         """Pick one value per placeholder pool and one line per bank."""

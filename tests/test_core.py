@@ -10,7 +10,7 @@ import pytest
 from curate.core.errors import CurateError
 from curate.core.jsonl import JsonlAppender, atomic_write_text, read_jsonl, trim_partial_tail
 from curate.near_dup import NearDupIndex
-from curate.core.records import FAMILIES, Negative, Record, read_records
+from curate.core.records import FAMILIES, SCHEMA_VERSION, Negative, Record, read_records
 from curate.taskspec import load_spec
 from curate.templates import load_template, render
 
@@ -52,9 +52,14 @@ def test_read_records_names_file_and_line_of_a_bad_record(tmp_path):
     ({"scores": [1]}, "record 'scores' must be an object (got list)"),
     ({"positive_score": "high"}, "'positive_score' must be a number"),
     ({"schema_version": 9}, "'schema_version' 9 is not one this curate reads"),
-    ({"meta": {"positives": "another"}}, "'meta.positives' must be a list of strings"),
-    ({"meta": {"positives": ["ok", 3]}}, "'meta.positives' must be a list of strings"),
-    ({"meta": {"positive_ids": [{"id": 1}]}}, "'meta.positive_ids' must be a list of corpus ids"),
+    ({"positives": "another"}, "record field 'positives' must be a list"),
+    ({"positives": [{"text": "ok"}, "p3"]}, "positive 3 must be an object with a 'text'"),
+    ({"positives": [{"text": "  "}]}, "positive 2 'text' is empty"),
+    ({"positives": [{"text": "ok", "doc_id": [1]}]}, "positive 2 'doc_id' must be a corpus id"),
+    ({"positive_id": True}, "record 'positive_id' must be a corpus id"),
+    # version 2 kept them in meta; they are checked as they are upgraded
+    ({"schema_version": 2, "meta": {"positives": ["ok", 3]}}, "'meta.positives' must be a list of strings"),
+    ({"schema_version": 2, "meta": {"positive_ids": [{"id": 1}]}}, "'meta.positive_ids' must be a list of corpus ids"),
 ])
 def test_bad_fields_are_one_line_naming_file_and_line(tmp_path, change, message):
     p = tmp_path / "in.jsonl"
@@ -85,7 +90,7 @@ def test_version_1_records_get_their_mined_ids_on_the_negatives():
     for neg in v1["negatives"]:
         del neg["doc_id"]
     rec = Record.from_dict(v1)
-    assert [n.doc_id for n in rec.negatives] == [None, "d1", "d2"] and rec.schema_version == 2
+    assert [n.doc_id for n in rec.negatives] == [None, "d1", "d2"] and rec.schema_version == SCHEMA_VERSION
     # a v1 record whose mined negatives were pruned no longer lines up: no ids rather than wrong ones
     v1["negatives"] = v1["negatives"][:2]
     assert [n.doc_id for n in Record.from_dict(v1).negatives] == [None, None]
@@ -275,12 +280,30 @@ def test_symmetry_has_one_definition_the_spec_field():
 def test_every_positive_with_its_corpus_id_in_one_typed_reading():
     from curate.core.records import Positive
 
-    rec = _record(positive="p0", meta={"positives": ["p1", "p2"], "positive_ids": ["d0", "d1", 7]})
-    assert rec.all_positives() == [Positive("p0", "d0"), Positive("p1", "d1"), Positive("p2", "7")]
-    # ids that do not line up with the extra texts give the extra texts no id (never a wrong one)
-    rec = _record(positive="p0", meta={"positives": ["p1"], "positive_ids": ["d0"]})
-    assert rec.all_positives() == [Positive("p0", "d0"), Positive("p1", None)]
+    rec = _record(positive="p0", positive_id="d0", positives=[Positive("p1", "d1"), Positive("p2")])
+    assert rec.all_positives() == [Positive("p0", "d0"), Positive("p1", "d1"), Positive("p2", None)]
+    again = Record.from_dict(json.loads(json.dumps(rec.to_dict())))
+    assert again == rec and again.to_dict()["positives"] == [{"text": "p1", "doc_id": "d1"}, {"text": "p2", "doc_id": None}]
     assert _record(positive="p0").all_positives() == [Positive("p0", None)]
+
+
+def _v2(**meta) -> Record:
+    d = _record(positive="p0").to_dict()
+    for key in ("positives", "positive_id"):
+        d.pop(key)
+    return Record.from_dict({**d, "schema_version": 2, "meta": {"seed": 1, **meta}})
+
+
+def test_version_2_positives_in_meta_are_upgraded_on_read():
+    from curate.core.records import Positive
+
+    rec = _v2(positives=["p1", "p2"], positive_ids=["d0", "d1", 7])
+    assert rec.all_positives() == [Positive("p0", "d0"), Positive("p1", "d1"), Positive("p2", "7")]
+    assert rec.meta == {"seed": 1} and rec.schema_version == 3  # the old keys leave meta
+    # ids that do not line up with the extra texts give the extra texts no id (never a wrong one)
+    rec = _v2(positives=["p1"], positive_ids=["d0"])
+    assert rec.all_positives() == [Positive("p0", "d0"), Positive("p1", None)]
     # a blank further positive (an empty corpus text) is skipped, and the ids stay matched
-    rec = _record(positive="p0", meta={"positives": [" ", "p2"], "positive_ids": ["d0", "d1", "d2"]})
+    rec = _v2(positives=[" ", "p2"], positive_ids=["d0", "d1", "d2"])
     assert rec.all_positives() == [Positive("p0", "d0"), Positive("p2", "d2")]
+

@@ -463,7 +463,7 @@ def test_mined_rows_carry_ids_and_scores(data):
     by_id = {r["id"]: r for r in read_jsonl(data["mined"])}
     for r in rows:
         rec = by_id[r.record_id]
-        assert r.positive_id == rec["meta"]["positive_ids"][0]
+        assert r.positive_id == rec["positive_id"]
         want = dict(zip((n["text"] for n in rec["negatives"]), rec["meta"]["mine"]["doc_ids"]))
         assert r.negative_ids == [want[t] for t in r.negatives]
         assert r.negative_scores == sorted(r.negative_scores, reverse=True)  # hardest (closest) first

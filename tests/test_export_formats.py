@@ -70,8 +70,8 @@ def _rows() -> list[ExportRow]:
             batch=(k if split == "train" else k - 24) // BATCH,
             positive_id=None if k == NO_IDS else pos_id,
             negative_ids=[] if k == NO_IDS else list(neg_ids),
-            meta={"query_id": qid, "source": "scifact", **({"positives": [data.corpus[d] for d in relevant[1:]],
-                                                            "positive_ids": relevant} if len(relevant) > 1 else {})},
+            more_positives=[(data.corpus[d], d) for d in relevant[1:]],
+            meta={"query_id": qid, "source": "scifact"},
         ))
     return rows
 
@@ -298,17 +298,17 @@ def test_beir_reloads_with_qrels_on_the_right_texts(export):
             qid = r.meta["query_id"]
             assert got.queries[qid] == r.query
             assert [got.corpus[d] for d in got.relevant(qid)] == [raw_document(r, r.positive),
-                                                                  *r.meta.get("positives", [])]
+                                                                  *(t for t, _ in r.more_positives)]
             if r.positive_id:
                 assert got.corpus[r.positive_id] == data.corpus[r.positive_id]
-    assert sum(len(r.meta.get("positives", [])) for r in rows) == 2  # two dev claims have a second abstract
+    assert sum(len(r.more_positives) for r in rows) == 2  # two dev claims have a second abstract
     corpus = read_jsonl(out / "corpus.jsonl")
     assert len({c["text"] for c in corpus}) == len(corpus)  # deduplicated by text
     assert all(c["text"] in texts for c in corpus)  # bare texts: no instruction left on any
     # a text keeps the corpus id any row gives it; only texts no row gives an id get a hash
     given = {}
     for r in rows:
-        extras = zip(r.meta.get("positives", []), r.meta.get("positive_ids", [])[1:])
+        extras = r.more_positives
         for text, ident in [(r.positive, r.positive_id), *zip(r.negatives, r.negative_ids), *extras]:
             if ident:
                 given.setdefault(raw_document(r, text), ident)

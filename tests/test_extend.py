@@ -129,7 +129,7 @@ def test_a_mining_preset_is_one_module(tmp_path):
         assert len(rows) == 20
         for r in rows:
             # ranks count the query's positives too; the band counts candidates only
-            ranks, n_pos = r["meta"]["mine"]["ranks"], len(r["meta"]["positive_ids"])
+            ranks, n_pos = r["meta"]["mine"]["ranks"], 1 + len(r["positives"])
             assert len(ranks) == 3 and all(3 <= k <= 8 + n_pos for k in ranks) and ranks == sorted(ranks)
             assert all(n["teacher_score"] <= 0.9 for n in r["negatives"])
         # a knob the preset does not take is refused, naming the presets that do
@@ -190,3 +190,62 @@ def test_an_llm_backend_is_one_registered_class(tmp_path):
                                          llm=api.LLMOptions(base_urls=("nothing://x",), model="m")))
     finally:
         BACKENDS.pop("canned", None)
+
+
+# --------------------------------------------------------------------------- an LLM task
+
+
+def test_an_llm_task_is_a_template_a_schema_and_a_parse(tmp_path):
+    import asyncio
+
+    from curate.filter.judges import Verdict, verdict_task
+    from curate.generate.examples import Example, example_task
+    from curate.llm.task import LLMTask
+    from curate.taskspec import load_spec
+
+    (tmp_path / "title.j2").write_text("Give a title for: {{ passage }}\n")
+    schema = {"type": "object", "properties": {"title": {"type": "string", "maxLength": 40}},
+              "required": ["title"]}
+
+    def parse(data):
+        if data["title"] == "fine":
+            raise ValueError("a placeholder title")
+        return data["title"].upper()
+
+    task = LLMTask("title", "title.j2", schema, parse, params={"temperature": 0.3}, system="Be brief.",
+                   prompt_dirs=(str(tmp_path),))
+    backend = CannedBackend(type("Cfg", (), {"model": "m"}), None)
+    seen = []
+
+    async def record_and_answer(messages, schema_, params, seed, name="answer", fresh=False):
+        seen.append((messages, params, seed, name))
+        from curate.llm.client import Answer
+        return Answer(data={"title": "cells in mice" if seed == 1 else "fine"}, attempts=1)
+
+    backend.ask_json = record_and_answer
+    good = asyncio.run(task.run(backend, {"passage": "Mouse cells divide."}, seed=1))
+    assert good.ok and good.value == "CELLS IN MICE"
+    assert seen[0] == ([{"role": "system", "content": "Be brief."},
+                        {"role": "user", "content": "Give a title for: Mouse cells divide."}],
+                       {"temperature": 0.3}, 1, "title")
+    assert good.prompt.provenance()["template"] == "title.j2" and len(good.prompt.template_hash) == 12
+    # a valid answer that parse rejects is a failed result with the parser's reason, never a crash
+    bad = asyncio.run(task.run(backend, {"passage": "x"}, seed=2, params={"temperature": 0.0}))
+    assert not bad.ok and bad.value is None and bad.reason == "parse: a placeholder title"
+    assert seen[1][1] == {"temperature": 0.0}
+    # a template that does not exist stops before any request
+    with pytest.raises(CurateError, match="template 'nope.j2' not found"):
+        LLMTask("t", "nope.j2", schema, parse).check()
+
+    # the shipped calls are tasks of the same type: generate's example and a judge's verdict
+    spec = load_spec("short-long")
+    example = example_task(spec, max_chars=100)
+    assert example.name == "example" and example.template == spec.generate.template
+    assert example.schema["properties"]["query"]["maxLength"] <= 100
+    answer = {"query": " q ", "positive": "p", "negatives": [{"text": f" n{i} "} for i in range(6)]}
+    parsed = example.parse(answer)
+    assert isinstance(parsed, Example) and parsed.query == "q"
+    assert [(n.text, n.level) for n in parsed.negatives] == [(f"n{i}", i + 1) for i in range(spec.n_negatives)]
+    verdict = verdict_task("judge/refute.j2", ["support", "refute"], ())
+    assert verdict.parse({"verdict": "refute", "reason": "r"}) == Verdict("refute", "r")
+    assert verdict.schema["properties"]["verdict"]["enum"] == ["support", "refute"]

@@ -358,8 +358,8 @@ def test_run_mine_pairs_outputs_and_positives(tmp_path):
     assert rep["queries_in"] == 10 and rep["queries_out"] == 10 and rep["negatives"] == 50
     q0 = recs[0]
     assert q0["query"] == "question 0" and q0["positive"] == "document number 0"
-    assert q0["meta"]["positives"] == ["document number 50"]
-    assert q0["meta"]["positive_ids"] == ["d0", "d50"]
+    assert [p["text"] for p in q0["positives"]] == ["document number 50"]
+    assert [q0["positive_id"], *(p["doc_id"] for p in q0["positives"])] == ["d0", "d50"]
     texts = [n["text"] for n in q0["negatives"]]
     assert "document number 0" not in texts and "document number 50" not in texts
     assert [n["level"] for n in q0["negatives"]] == [1, 1, 2, 3, 4]
@@ -614,7 +614,7 @@ def test_positive_choice_teacher_picks_among_equally_relevant_positives(tmp_path
         run_mine(MineOptions(out=str(tmp_path / choice), data=str(folder), method="naive", k=1, positive_top=0,
                              positive_choice=choice, plots=False), teachers=[teacher])
         recs = [json.loads(x) for x in (tmp_path / choice / "mined.jsonl").read_text().splitlines()]
-        return {r["meta"]["query_id"]: (r["positive"], r["meta"]["positive_ids"], r["scores"]["teacher"])
+        return {r["meta"]["query_id"]: (r["positive"], [r["positive_id"], *(p["doc_id"] for p in r["positives"])], r["scores"]["teacher"])
                 for r in recs}
 
     first, chosen = positives("first"), positives("teacher")

@@ -6,8 +6,10 @@ brainstormed task. Later stages add their numbers to ``Negative.teacher_score`` 
 
 Reading checks every field's type and that the texts are not blank, so a bad line stops the
 stage that reads it with one line naming file and line, instead of reaching an export or
-crashing a later step. Version 2 gives each mined negative its corpus ``doc_id``; version 1
-files (ids in ``meta.mine.doc_ids``, matched by position) are upgraded as they are read.
+crashing a later step. Version 3 keeps a record's further positives in ``positives`` (text
+and corpus id) and its own positive's id in ``positive_id``; version 2 gave each mined negative
+its corpus ``doc_id``. Older files (version 2: ``meta.positives``/``meta.positive_ids``; version
+1: ids in ``meta.mine.doc_ids``, matched by position) are upgraded as they are read.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 
 from curate.core.errors import CurateError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # The task families the shipped specs cover; a user may add more with a template and a spec.
 FAMILIES = ("short-long", "long-short", "short-short", "long-long", "sts", "bitext")
 
@@ -66,20 +68,18 @@ class Negative:
 
 @dataclass
 class Positive:
+    """A further labelled positive of a record (mined records carry every relevant document)."""
+
     text: str
     doc_id: str | None = None  # the corpus id, for a positive that came from a corpus
 
-
-def positives_from(positive: str, meta: dict[str, Any] | None) -> list[Positive]:
-    """Every positive of a record, its own first: the further ones mine keeps in
-    ``meta.positives``, with the corpus ids of ``meta.positive_ids`` (own first) when they line up."""
-    meta = meta if isinstance(meta, dict) else {}
-    extra = [t for t in meta.get("positives") or [] if isinstance(t, str)]
-    ids = meta.get("positive_ids")
-    ids = [None if i is None else str(i) for i in ids] if isinstance(ids, list) else []
-    own_id = ids[0] if ids else None
-    extra_ids = ids[1:] if len(ids) == len(extra) + 1 else [None] * len(extra)
-    return [Positive(positive, own_id)] + [Positive(t, i) for t, i in zip(extra, extra_ids) if t.strip()]
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "positive") -> Positive:
+        if not isinstance(d, dict):
+            raise ValueError(f"{where} must be an object with a 'text'")
+        _text(d, "text", where)
+        _doc_id(d, "doc_id", where)
+        return cls(d["text"], None if d.get("doc_id") is None else str(d["doc_id"]))
 
 
 @dataclass
@@ -91,6 +91,8 @@ class Record:
     task: str
     query: str
     positive: str
+    positive_id: str | None = None  # the corpus id of ``positive``, when it came from a corpus
+    positives: list[Positive] = field(default_factory=list)  # further labelled positives (never negatives)
     negatives: list[Negative] = field(default_factory=list)
     positive_score: float | None = None
     positive_answerable: bool | None = None
@@ -100,12 +102,13 @@ class Record:
 
     def all_positives(self) -> list[Positive]:
         """This record's positive and any further ones, with their corpus ids when known."""
-        return positives_from(self.positive, self.meta)
+        return [Positive(self.positive, self.positive_id), *self.positives]
 
     def to_dict(self) -> dict[str, Any]:
         """A plain dict in field order. Built directly: ``asdict`` deep-copies every nested
         value, a cost that shows when thousands of records a second are written."""
         d = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        d["positives"] = [{"text": p.text, "doc_id": p.doc_id} for p in self.positives]
         d["negatives"] = [{name: getattr(n, name) for name in n.__dataclass_fields__} for n in self.negatives]
         d["scores"], d["meta"] = dict(self.scores), dict(self.meta)
         return d
@@ -131,20 +134,23 @@ class Record:
         _typed(d, "positive_answerable", bool, "true or false", "record")
         for k in ("scores", "meta"):
             _typed(d, k, dict, "an object", "record")
-        meta = d.get("meta") or {}
-        extra = meta.get("positives")
-        if extra is not None and (not isinstance(extra, list) or not all(isinstance(t, str) for t in extra)):
-            raise ValueError("record 'meta.positives' must be a list of strings")
-        ids = meta.get("positive_ids")
-        if ids is not None and (not isinstance(ids, list) or not all(isinstance(i, (str, int)) for i in ids)):
-            raise ValueError("record 'meta.positive_ids' must be a list of corpus ids")
+        _doc_id(d, "positive_id", "record")
+        positives = d.get("positives") or []
+        if not isinstance(positives, list):
+            raise ValueError("record field 'positives' must be a list")
         version = d.get("schema_version", 1)
         if not _is_int(version) or not 1 <= version <= SCHEMA_VERSION:
             raise ValueError(f"record 'schema_version' {version!r} is not one this curate reads (1-{SCHEMA_VERSION})")
-        known = {k: d[k] for k in cls.__dataclass_fields__ if k in d and k != "negatives" and d[k] is not None}
-        rec = cls(**known, negatives=[Negative.from_dict(n, f"negative {i + 1}") for i, n in enumerate(negs)])
+        known = {k: d[k] for k in cls.__dataclass_fields__
+                 if k in d and k not in ("negatives", "positives") and d[k] is not None}
+        if known.get("positive_id") is not None:
+            known["positive_id"] = str(known["positive_id"])
+        rec = cls(**known, positives=[Positive.from_dict(p, f"positive {i + 2}") for i, p in enumerate(positives)],
+                  negatives=[Negative.from_dict(n, f"negative {i + 1}") for i, n in enumerate(negs)])
         if version < 2:
             _upgrade_v1(rec)
+        if version < 3:
+            _upgrade_v2(rec)
         rec.schema_version = SCHEMA_VERSION
         return rec
 
@@ -158,6 +164,27 @@ def _upgrade_v1(rec: Record) -> None:
         for neg, doc_id in zip(mined, doc_ids):
             if neg.doc_id is None and doc_id is not None:
                 neg.doc_id = str(doc_id)
+
+
+def _upgrade_v2(rec: Record) -> None:
+    """Version 2 kept further positives in ``meta.positives`` and the corpus ids of all positives
+    (the record's own first) in ``meta.positive_ids``; ids are kept only when they line up."""
+    extra = rec.meta.pop("positives", None)
+    ids = rec.meta.pop("positive_ids", None)
+    if extra is not None and (not isinstance(extra, list) or not all(isinstance(t, str) for t in extra)):
+        raise ValueError("record 'meta.positives' must be a list of strings")
+    if ids is not None and (not isinstance(ids, list) or not all(isinstance(i, (str, int)) for i in ids)):
+        raise ValueError("record 'meta.positive_ids' must be a list of corpus ids")
+    extra, ids = extra or [], [str(i) for i in ids or []]
+    if ids and rec.positive_id is None:
+        rec.positive_id = ids[0]
+    extra_ids = ids[1:] if len(ids) == len(extra) + 1 else [None] * len(extra)
+    rec.positives = rec.positives or [Positive(t, i) for t, i in zip(extra, extra_ids) if t.strip()]
+
+
+def _doc_id(d: dict[str, Any], key: str, where: str) -> None:
+    if d.get(key) is not None and (not isinstance(d[key], (str, int)) or isinstance(d[key], bool)):
+        raise ValueError(f"{where} '{key}' must be a corpus id (a string)")
 
 
 def _is_int(v: Any) -> bool:

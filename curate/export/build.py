@@ -37,6 +37,7 @@ def build_row(item: Item, split: str, chosen: Sequence[int], levels: Sequence[in
         negatives=[doc(rec.negatives[k].text) for k in chosen], instruction=instruction.prefix(rec.task),
         symmetric=symmetric, positive_score=_positive_score(item),
         negative_scores=[rec.negatives[k].teacher_score for k in chosen], levels=[levels[k] for k in chosen],
-        phase=phase, batch=batch, positive_id=rec.all_positives()[0].doc_id,
-        negative_ids=[rec.negatives[k].doc_id for k in chosen], meta=meta,
+        phase=phase, batch=batch, positive_id=rec.positive_id,
+        negative_ids=[rec.negatives[k].doc_id for k in chosen],
+        more_positives=[(p.text, p.doc_id) for p in rec.positives], meta=meta,
     )

@@ -29,4 +29,5 @@ class ExportRow:
     batch: int = 0  # index of the training batch this row belongs to (within its split)
     positive_id: str | None = None  # corpus ids, when the record came from a corpus (BEIR export)
     negative_ids: list[str | None] = field(default_factory=list)
+    more_positives: list[tuple[str, str | None]] = field(default_factory=list)  # further relevant (text, corpus id)
     meta: dict[str, Any] = field(default_factory=dict)  # provenance carried from the record

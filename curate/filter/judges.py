@@ -35,8 +35,8 @@ from curate.core.errors import CurateError
 from curate.core.params import schema_from_defaults
 from curate.filter.base import keep_negatives, merge_params, FilterContext, register
 from curate.llm.client import derive_seed
+from curate.llm.task import LLMTask
 from curate.core.records import Record
-from curate.templates import load_template, render
 
 # Refutation-style wording in a task instruction. Forms with common other meanings are left out
 # on purpose ("denied claim", "rejected application", "over-the-counter", "opposite"): a task
@@ -174,23 +174,27 @@ async def open_clients(step: str, ctx: FilterContext, judges: list[Judge]):
         yield clients
 
 
-async def ask(client, judge: Judge, messages: list[dict[str, str]], schema: dict[str, Any],
-              seed: int, name: str) -> Verdict:
+def parse_verdict(data: dict[str, Any]) -> Verdict:
+    return Verdict(verdict=data["verdict"], reason=data.get("reason"))
+
+
+def verdict_task(template: str, verdicts: list[str], prompt_dirs) -> LLMTask[Verdict]:
+    """A judge's call: the template sees the record's task, query and one ``passage``."""
+    return LLMTask("verdict", template, verdict_schema(verdicts), parse_verdict,
+                   prompt_dirs=tuple(str(d) for d in prompt_dirs or ()))
+
+
+async def ask(client, judge: Judge, task: LLMTask[Verdict], rec: Record, passage: str, seed: int) -> Verdict:
     try:
-        answer = await client.ask_json(messages, schema, judge.params, seed, name=name)
+        result = await task.run(client, {"task": rec.task, "query": rec.query, "passage": passage}, seed,
+                                params=judge.params)
     except asyncio.CancelledError:
         raise
+    except CurateError:
+        raise  # the template itself is wrong: the run stops with its one line
     except Exception as e:  # a judge that breaks is an error verdict, never a crash of the run
         return Verdict(error=f"{type(e).__name__}: {e}"[:300])
-    if not answer.ok:
-        return Verdict(error=answer.reason)
-    data = answer.data if isinstance(answer.data, dict) else {}
-    return Verdict(verdict=data.get("verdict"), reason=data.get("reason"))
-
-
-def _messages(template, rec: Record, passage: str) -> list[dict[str, str]]:
-    return [{"role": "user", "content": render(template, {"task": rec.task, "query": rec.query,
-                                                          "passage": passage})}]
+    return result.value if result.ok else Verdict(error=result.reason)
 
 
 def _judged(records: list[Record], results: dict[int, Any], kept: list[Record]):
@@ -233,16 +237,15 @@ async def judge_refute(records: list[Record], params: dict[str, Any], ctx: Filte
         return records
 
     judges = parse_judges(step, p["judges"])
-    template = load_template(p["template"], p["prompt_dirs"] or ())
-    schema = verdict_schema(REFUTE_VERDICTS)
+    task = verdict_task(p["template"], REFUTE_VERDICTS, p["prompt_dirs"])
+    task.check()
     results: dict[int, list[Verdict]] = {}
 
     async with open_clients(step, ctx, judges) as clients:
         async def work(i: int) -> list[Verdict]:
             rec = records[i]
-            messages = _messages(template, rec, rec.positive)
             return list(await asyncio.gather(*(
-                ask(client, judge, messages, schema, derive_seed(p["seed"], step, rec.id, judge.name), "verdict")
+                ask(client, judge, task, rec, rec.positive, derive_seed(p["seed"], step, rec.id, judge.name))
                 for judge, client in zip(judges, clients)
             )))
 
@@ -291,17 +294,15 @@ async def judge_answerable(records: list[Record], params: dict[str, Any], ctx: F
     positive_fail = set(p["positive_fail"] or [])
     negative_fail = set(p["negative_fail"] or [])
     judges = parse_judges(step, p["judges"])
-    template = load_template(p["template"], p["prompt_dirs"] or ())
-    schema = verdict_schema(ANSWER_VERDICTS)
+    task = verdict_task(p["template"], ANSWER_VERDICTS, p["prompt_dirs"])
+    task.check()
     # per record: verdicts for the positive, then (only if the positive passed) per negative
     results: dict[int, tuple[list[Verdict], list[list[Verdict]] | None]] = {}
 
     async with open_clients(step, ctx, judges) as clients:
         async def judge_text(rec: Record, index: int, text: str) -> list[Verdict]:
-            messages = _messages(template, rec, text)
             return list(await asyncio.gather(*(
-                ask(client, judge, messages, schema,
-                    derive_seed(p["seed"], step, rec.id, judge.name, index), "verdict")
+                ask(client, judge, task, rec, text, derive_seed(p["seed"], step, rec.id, judge.name, index))
                 for judge, client in zip(judges, clients)
             )))
 

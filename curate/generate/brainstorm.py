@@ -22,7 +22,6 @@ from curate.progress import RunStats
 from curate.core.records import Task, stable_id
 from curate.taskspec import TaskSpec
 
-from curate.generate.prompting import build_messages, draw_variables
 
 
 def tasks_path(out_dir: Path, family: str) -> Path:
@@ -43,6 +42,12 @@ def load_tasks(path: Path, family: str | None = None) -> list[Task]:
             task.id = stable_id(family, task.task)
         tasks.append(task)
     return tasks
+
+
+def parse_tasks(data: dict[str, Any]) -> list[str]:
+    """The answer's task descriptions, whitespace collapsed, blanks dropped."""
+    texts = (" ".join(str(t).split()) for t in data["tasks"])
+    return [t for t in texts if t]
 
 
 def fixed_tasks(spec: TaskSpec) -> list[Task]:
@@ -80,18 +85,18 @@ async def brainstorm(
     patience = 6  # calls in a row that add nothing before we accept fewer tasks
     bar = progress.add_task(f"brainstorm {spec.family}", total=n, completed=len(kept)) if progress else None
 
+    task = step.task("tasks", parse_tasks, prompt_dirs)
+
     def call_plan(call: int) -> dict[str, Any]:
         call_seed = derive_seed("brainstorm", spec.family, seed, call)
-        variables = draw_variables(step, call_seed)
+        variables = step.variables(call_seed)
         variables.update(n=per_call, task_type=spec.family)
         params = dict(step.params)
         params["temperature"] = spec.brainstorm_temperatures[call % len(spec.brainstorm_temperatures)]
-        messages, tmeta = build_messages(step, variables, prompt_dirs)
-        return {"call": call, "seed": call_seed, "variables": variables, "params": params,
-                "messages": messages, **tmeta}
+        return {"call": call, "seed": call_seed, "variables": variables, "params": params}
 
     async def ask(plan: dict[str, Any]):
-        return await client.ask_json(plan["messages"], step.schema, plan["params"], plan["seed"], name="tasks")
+        return await task.run(client, plan["variables"], plan["seed"], params=plan["params"])
 
     call, idle = 0, 0
     with JsonlAppender(path) as out:
@@ -100,24 +105,24 @@ async def brainstorm(
             plans = [call_plan(c) for c in range(call, call + wave)]
             call += wave
             results = {}
-            async for plan, answer in bounded(plans, ask, limit=wave):
-                results[plan["call"]] = (plan, answer)
+            async for plan, result in bounded(plans, ask, limit=wave):
+                results[plan["call"]] = (plan, result)
             for c in sorted(results):  # in call order, so the kept set is the same every run
-                plan, answer = results[c]
-                stats.add(answer.ok, answer.prompt_tokens, answer.completion_tokens, answer.reason, answer.cached)
+                plan, result = results[c]
+                answer = result.answer
+                stats.add(result.ok, answer.prompt_tokens, answer.completion_tokens, result.reason, answer.cached)
                 added = 0
-                for text in (answer.data or {}).get("tasks", []) if answer.ok else []:
-                    text = " ".join(str(text).split())
+                for text in result.value if result.ok else []:
                     if len(kept) >= n or not index.add_if_new(text):
                         continue
-                    task = Task(
+                    found = Task(
                         id=stable_id(spec.family, text), task_type=spec.family, task=text,
                         meta={"call": c, "seed": plan["seed"], "temperature": plan["params"]["temperature"],
                               "variables": plan["variables"], "model": client.cfg.model,
-                              "template": plan["template"], "template_hash": plan["template_hash"]},
+                              **result.prompt.provenance()},
                     )
-                    out.write(task.to_dict())
-                    kept.append(task)
+                    out.write(found.to_dict())
+                    kept.append(found)
                     added += 1
                 idle = 0 if added else idle + 1
                 if bar is not None:

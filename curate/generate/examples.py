@@ -12,6 +12,7 @@ keeps them verbatim instead of asking the model for them (see ``curate.generate.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,12 +22,12 @@ from typing import Any
 from curate.asyncrun import bounded
 from curate.core.errors import CurateError
 from curate.core.jsonl import JsonlAppender, atomic_write_jsonl, read_jsonl, trim_partial_tail
-from curate.llm.client import Answer, LLMClient, derive_seed
+from curate.llm.client import LLMClient, derive_seed
+from curate.llm.task import LLMTask, Result
 from curate.progress import RunStats
 from curate.core.records import Negative, Record, Task, stable_id
 from curate.taskspec import TaskSpec
 
-from curate.generate.prompting import build_messages, draw_variables
 
 GENERATED = "generated.jsonl"
 FAILED = "failed.jsonl"
@@ -86,27 +87,45 @@ def finished_ids(out_dir: Path) -> set[str]:
     return done
 
 
-def _answer_text(item: Item, data: dict[str, Any], key: str) -> str:
-    """A given field verbatim, else the model's answer for it, stripped."""
-    if key in item.given:
-        return item.given[key]
-    return str(data[key]).strip()
+@dataclass
+class Example:
+    """What the model wrote for one item (fields the item gives are ``None`` when not asked for)."""
+    query: str | None
+    positive: str | None
+    negatives: list[Negative]
+    positive_score: Any = None
+    positive_answerable: Any = None
 
 
-def answer_to_record(spec: TaskSpec, item: Item, data: dict[str, Any], meta: dict[str, Any]) -> Record:
-    negatives = [
-        Negative(text=str(n["text"]).strip(), level=level, score=n.get("score"), answerable=n.get("answerable"))
-        for level, n in enumerate(data["negatives"][: spec.n_negatives], 1)
-    ]
+def parse_example(data: dict[str, Any], n_negatives: int) -> Example:
+    """Texts stripped; negatives graded by their order (level 1 hardest), at most ``n_negatives``."""
+    def text(key: str) -> str | None:
+        return str(data[key]).strip() if key in data else None
+
+    negatives = [Negative(text=str(n["text"]).strip(), level=level, score=n.get("score"), answerable=n.get("answerable"))
+                 for level, n in enumerate(data["negatives"][:n_negatives], 1)]
+    return Example(text("query"), text("positive"), negatives, data.get("positive_score"),
+                   data.get("positive_answerable"))
+
+
+def example_task(spec: TaskSpec, prompt_dirs: Sequence[str | Path] = (), max_chars: int | None = None) -> LLMTask[Example]:
+    """The spec's generate step as an LLM task (answer strings capped at ``max_chars``)."""
+    return spec.generate.with_max_chars(max_chars).task(
+        "example", functools.partial(parse_example, n_negatives=spec.n_negatives), prompt_dirs)
+
+
+def answer_to_record(spec: TaskSpec, item: Item, example: Example, meta: dict[str, Any]) -> Record:
+    """The record for an item: its given fields verbatim, the rest from the model's answer."""
+    given = item.given
     return Record(
         id=item.id,
         task_type=spec.family,
         task=item.task.task,
-        query=_answer_text(item, data, "query"),
-        positive=_answer_text(item, data, "positive"),
-        negatives=negatives,
-        positive_score=data.get("positive_score"),
-        positive_answerable=data.get("positive_answerable"),
+        query=given["query"] if "query" in given else example.query,
+        positive=given["positive"] if "positive" in given else example.positive,
+        negatives=example.negatives,
+        positive_score=example.positive_score,
+        positive_answerable=example.positive_answerable,
         meta={**meta, "symmetric": spec.symmetric},
     )
 
@@ -140,20 +159,20 @@ async def generate(
     todo = [it for it in items if it.id not in done]
     stats.total = len(items)
     stats.resumed = len(items) - len(todo)
-    step = spec.generate.with_max_chars(max_chars)
+    step = spec.generate
+    task = example_task(spec, prompt_dirs, max_chars)
     bar = progress.add_task(f"generate {spec.family}", total=len(items), completed=stats.resumed) if progress else None
 
-    async def work(item: Item) -> tuple[Answer, dict[str, Any]]:
-        variables = draw_variables(step, item.seed, overrides)
+    async def work(item: Item) -> tuple[Result[Example], dict[str, Any]]:
+        variables = step.variables(item.seed, overrides)
         variables.update(task=item.task.task, n_negatives=spec.n_negatives, task_type=spec.family)
         variables.update(item.given)
-        messages, tmeta = build_messages(step, variables, prompt_dirs)
-        answer = await client.ask_json(messages, step.schema, step.params, item.seed, name="example",
-                                       fresh=item.id in retried)
+        result = await task.run(client, variables, item.seed, fresh=item.id in retried)
+        answer = result.answer
         placeholders = {k: v for k, v in variables.items() if k not in _BASE_VARIABLES and k not in item.given}
         meta = {
             "model": client.cfg.model,
-            **tmeta,
+            **result.prompt.provenance(),
             "placeholders": placeholders,
             "seed": item.seed,
             **({"max_chars": max_chars} if max_chars else {}),
@@ -167,18 +186,19 @@ async def generate(
             "from_cache": answer.cached,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
-        return answer, meta
+        return result, meta
 
     limit = client.cfg.concurrency * len(client.cfg.base_urls)
     with JsonlAppender(out_dir / GENERATED) as good, JsonlAppender(out_dir / FAILED) as bad:
-        async for item, (answer, meta) in bounded(todo, work, limit):
-            stats.add(answer.ok, answer.prompt_tokens, answer.completion_tokens, answer.reason, answer.cached)
-            if answer.ok:
-                good.write(answer_to_record(spec, item, answer.data, meta).to_dict())
+        async for item, (result, meta) in bounded(todo, work, limit):
+            answer = result.answer
+            stats.add(result.ok, answer.prompt_tokens, answer.completion_tokens, result.reason, answer.cached)
+            if result.ok:
+                good.write(answer_to_record(spec, item, result.value, meta).to_dict())
             else:
                 bad.write({
                     "id": item.id, "task_type": spec.family, "task": item.task.task,
-                    "reason": answer.reason, "attempts": answer.attempts, "history": answer.history,
+                    "reason": result.reason, "attempts": answer.attempts, "history": answer.history,
                     "raw": answer.raw, "meta": meta,
                 })
             if bar is not None:

@@ -7,7 +7,7 @@ Four sources, one shape (``MineInput``: ``MineItem`` per query over one ``Corpus
   record's positive);
 * a pairs JSONL file: lines ``{"query": ..., "positive": "text" or ["text", ...]}`` (optional
   ``query_id``, ``task_type``, ``task``); lines with the same query text form one item;
-* curate records: one item per record, positives = ``positive`` plus ``meta["positives"]``;
+* curate records: one item per record, positives = ``Record.all_positives()``;
   the record's own negatives are kept and never mined again;
 * a Hugging Face dataset (hub name, ``save_to_disk`` folder, or a local data file): rows
   are pairs, read from the query and positive columns (default: the first two).

@@ -23,7 +23,7 @@ from curate.negatives.presets import Method
 from curate.mine.miner import CrossEncoderScorer, MineConfig, Mined, mine
 from curate.mine.options import DEFAULT_TASK, MineOptions, SearchSettings
 from curate.mine.sampling import STRATEGIES
-from curate.core.records import Negative, Record
+from curate.core.records import Negative, Positive, Record
 
 MINED = "mined.jsonl"
 REPORT = "mine_report.json"
@@ -110,17 +110,14 @@ def _record(item: MineItem, picks: list[Pick], mined_by: dict[int, Mined], inp: 
         rec.meta = dict(rec.meta or {})
         rec.meta["mine"] = mine_meta
         return rec
-    positives = [corpus.texts[j] for j in item.positives]
+    positives = [Positive(corpus.texts[j], corpus.doc_id(j)) for j in item.positives]
     meta: dict[str, Any] = {"source": inp.source.get("kind")}
     if item.query_id is not None:
         meta["query_id"] = item.query_id
-    if len(positives) > 1:
-        meta["positives"] = positives[1:]
-    meta["positive_ids"] = [corpus.doc_id(j) for j in item.positives]
     meta["mine"] = mine_meta
     return Record(id=item.record_id, task_type=item.task_type or "retrieval", task=item.task or opts.task_text,
-                  query=item.query, positive=positives[0], negatives=negatives, scores={"teacher": teacher_block},
-                  meta=meta)
+                  query=item.query, positive=positives[0].text, positive_id=positives[0].doc_id,
+                  positives=positives[1:], negatives=negatives, scores={"teacher": teacher_block}, meta=meta)
 
 
 def run_mine(opts: MineOptions, teachers=None, rescorer=None) -> dict[str, Any]:

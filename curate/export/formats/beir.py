@@ -3,8 +3,8 @@
 For evaluating on the held-out split with any BEIR/MTEB-style tool, or for trainers that read
 qrels. Texts are bare (no instruction; ``queries.jsonl`` keeps it in an ``instruction``
 field), documents are deduplicated by text, and a document keeps its corpus id when the row
-has one (``positive_id``/``negative_ids``; for mined rows the extra positives in
-``meta["positives"]`` with ``meta["positive_ids"]``), else a stable hash of its text.
+has one (``positive_id``/``negative_ids``, and for mined rows ``more_positives``: the record's
+further labelled positives), else a stable hash of its text.
 Qrels list positives only, relevance 1; negatives are in the corpus as distractors.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from curate.export.formats.common import atomic_path, doc_ids, extra_positives, id_tables, query_id, split_indices
+from curate.export.formats.common import atomic_path, doc_ids, id_tables, query_id, split_indices
 from curate.export.rows import ExportRow
 from curate.core.jsonl import atomic_write_jsonl
 
@@ -30,7 +30,7 @@ def write_beir(rows: list[ExportRow], out_dir: Path, card: dict) -> list[Path]:
             query_info.setdefault(qid, {"task_type": row.task_type, "instruction": row.instruction})
             pos, _ = doc_ids(row, docs)
             pairs[(qid, pos)] = None
-            for text, given in extra_positives(row):
+            for text, given in row.more_positives:
                 pairs[(qid, docs.assign(text, given))] = None
     written = [out_dir / "corpus.jsonl", out_dir / "queries.jsonl"]
     atomic_write_jsonl(written[0], ({"_id": d, "title": "", "text": t} for d, t in docs.items()))

@@ -16,7 +16,7 @@ from pathlib import Path
 from curate.core.errors import CurateError
 from curate.core.jsonl import FILE_MODE
 from curate.export.rows import ExportRow
-from curate.core.records import positives_from, stable_id
+from curate.core.records import stable_id
 
 # A reader of one of our files should never meet a half-written one: each file is written
 # under a temporary name in its own folder, then renamed (atomic on one file system).
@@ -167,12 +167,6 @@ def doc_ids(row: ExportRow, table: IdTable) -> tuple[str, list[str]]:
     return pos, negs
 
 
-def extra_positives(row: ExportRow) -> list[tuple[str, str | None]]:
-    """Further relevant documents a mined record carries, with their corpus ids when known
-    (the record schema's one reading of them: ``records.positives_from``)."""
-    return [(p.text, p.doc_id) for p in positives_from(row.positive, row.meta)[1:]]
-
-
 def id_tables(rows: list[ExportRow]) -> tuple[IdTable, IdTable]:
     """Document and query id tables with every id the sources gave claimed first, so a text
     seen once without an id (a generated row) and once with one (a mined row) keeps the real id."""
@@ -180,7 +174,7 @@ def id_tables(rows: list[ExportRow]) -> tuple[IdTable, IdTable]:
     for row in rows:
         given = [(raw_document(row, row.positive), row.positive_id)]
         given += [(raw_document(row, t), g) for t, g in zip(row.negatives, row.negative_ids)]
-        for text, ident in given + extra_positives(row):
+        for text, ident in given + row.more_positives:
             if ident not in (None, ""):
                 docs.assign(text, ident)
         qid = row.meta.get("query_id") if isinstance(row.meta, dict) else None
