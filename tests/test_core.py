@@ -57,6 +57,12 @@ def test_read_records_names_file_and_line_of_a_bad_record(tmp_path):
     ({"positives": [{"text": "  "}]}, "positive 2 'text' is empty"),
     ({"positives": [{"text": "ok", "doc_id": [1]}]}, "positive 2 'doc_id' must be a corpus id"),
     ({"positive_id": True}, "record 'positive_id' must be a corpus id"),
+    ({"teacher": {"positive": 0.5}}, "record 'teacher' needs its 'model'"),
+    ({"teacher": {"model": "m", "positive": "high"}}, "record 'teacher' 'positive' must be a number"),
+    ({"teacher": {"model": "m", "negative_ranks": [1, 2.5]}}, "'negative_ranks' must be a list of integers"),
+    ({"teacher": {"model": "m", "positive_rank": "1"}}, "record 'teacher' 'positive_rank' must be an integer"),
+    ({"schema_version": 2, "scores": {"teacher": {"model": "m", "margin": []}}},
+     "record 'scores.teacher' 'margin' must be a number"),
     # version 2 kept them in meta; they are checked as they are upgraded
     ({"schema_version": 2, "meta": {"positives": ["ok", 3]}}, "'meta.positives' must be a list of strings"),
     ({"schema_version": 2, "meta": {"positive_ids": [{"id": 1}]}}, "'meta.positive_ids' must be a list of corpus ids"),
@@ -307,3 +313,19 @@ def test_version_2_positives_in_meta_are_upgraded_on_read():
     rec = _v2(positives=[" ", "p2"], positive_ids=["d0", "d1", "d2"])
     assert rec.all_positives() == [Positive("p0", "d0"), Positive("p2", "d2")]
 
+
+def test_teacher_numbers_are_one_typed_field_and_version_2_scores_move_there():
+    from curate.core.records import TeacherScores
+
+    mined = TeacherScores("mini", positive=0.61, positive_rank=3, margin=0.05, pool=100, positives=[0.7, 0.61],
+                          stage="mine")
+    rec = _record(teacher=mined, scores={"judges": {"refute": {"a": "refute"}}})
+    again = Record.from_dict(json.loads(json.dumps(rec.to_dict())))
+    assert again == rec and again.teacher.own_positive() == 0.7  # the record's own positive, not the anchor
+    assert TeacherScores("f", positive=0.8).own_positive() == 0.8
+    old = {**_record().to_dict(), "schema_version": 2, "teacher": None,
+           "scores": {"teacher": {"model": "mini", "positive": 0.9, "negative_ranks": [2, 5], "margin": 0.1},
+                      "judges": {}}}
+    up = Record.from_dict(old)
+    assert up.teacher == TeacherScores("mini", positive=0.9, negative_ranks=[2, 5], margin=0.1)
+    assert up.scores == {"judges": {}}

@@ -122,7 +122,7 @@ def test_mined_levels_are_gap_quartiles(data):
     levels, stats = assign_levels(items)
     gaps = []
     for it, lv in zip(items, levels):
-        pos = it.record.scores["teacher"]["positive"]
+        pos = it.record.teacher.positive
         gaps += [(pos - n.teacher_score, level) for n, level in zip(it.record.negatives, lv)]
     assert stats["from_gap"] == len(gaps) > 800 and stats["given"] == stats["by_position"] == 0
     per_level = Counter(level for _, level in gaps)

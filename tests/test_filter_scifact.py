@@ -176,7 +176,7 @@ def test_filtered_records_carry_teacher_scores(planted):
     dropped = {k for k in planted["faults"] if not isinstance(k, tuple)}
     assert {r["id"] for r in kept} == {r.id for r in planted["records"]} - dropped
     for r in kept:
-        t = r["scores"]["teacher"]
+        t = r["teacher"]
         assert t["positive_rank"] <= 10
         assert all(n["teacher_score"] is not None and n["teacher_score"] < t["positive"] for n in r["negatives"])
 

@@ -125,7 +125,7 @@ def test_percpos_equals_relative_margin(scifact):
     assert report["teachers"][0]["queries_searched_deeper"] > 0
     assert report["rejected_candidates"]["above_threshold"] > 0
     for rec in read_jsonl(out / "mined.jsonl"):
-        t = rec["scores"]["teacher"]
+        t = rec["teacher"]
         assert t["positive"] == min(t["positives"])
         assert all(n["teacher_score"] <= 0.95 * t["positive"] + 1e-9 for n in rec["negatives"])
 

@@ -331,7 +331,7 @@ def test_run_mine_ensembles(tmp_path):
         tb = [n["text"] for n in b["negatives"]]
         assert [n["text"] for n in r["negatives"]] == [ta[0], tb[0], ta[1], tb[1]]
         assert r["meta"]["mine"]["teachers"] == ["t1", "t2", "t1", "t2"]
-        assert r["scores"]["teacher"]["model"] == "intra:t1+t2"
+        assert r["teacher"]["model"] == "intra:t1+t2"
     cross = run("cross", ensemble="cross")
     owners = assign_cross([r["meta"]["query_id"] for r in single1], 2, 0)
     for r, a, b, o in zip(cross, single1, single2, owners):
@@ -364,7 +364,7 @@ def test_run_mine_pairs_outputs_and_positives(tmp_path):
     assert "document number 0" not in texts and "document number 50" not in texts
     assert [n["level"] for n in q0["negatives"]] == [1, 1, 2, 3, 4]
     assert all(n["source"] == "mined" and n["teacher_score"] is not None for n in q0["negatives"])
-    t = q0["scores"]["teacher"]
+    t = q0["teacher"]
     assert t["model"] == "hash-teacher" and t["positive"] == min(t["positives"]) and len(t["positives"]) == 2
     assert q0["task"] == "Given a query, retrieve relevant documents." and q0["task_type"] == "retrieval"
     assert len(q0["meta"]["mine"]["ranks"]) == 5 and q0["meta"]["mine"]["doc_ids"][0].startswith("d")
@@ -504,7 +504,7 @@ def test_run_mine_with_a_rescorer_records_its_scores(tmp_path):
                    teachers=[HashTeacher()], rescorer=Stub())
     assert rep["cross_encoder"]["model"] == "stub-ce"
     for rec in (json.loads(x) for x in (tmp_path / "o" / "mined.jsonl").read_text().splitlines()):
-        t = rec["scores"]["teacher"]
+        t = rec["teacher"]
         assert t["model"] == "stub-ce" and t["retriever"] == "hash-teacher"
         ceiling = t["positive"] - 0.05 * abs(t["positive"])
         assert all(n["teacher_score"] <= ceiling for n in rec["negatives"])
@@ -583,8 +583,8 @@ def test_positive_gate_drops_queries_whose_positive_the_teacher_ranks_low(tmp_pa
     rep, recs = run("open", None)
     assert set(recs) == {"qe", "qh"} and rep["positive_gate"]["queries_dropped"] == 0
     assert recs["qe"]["positive"] == "pos-easy"  # relevance 2 before the relevance-1 line above it
-    assert recs["qe"]["scores"]["teacher"]["positive_rank"] == 1
-    assert recs["qh"]["scores"]["teacher"]["positive_rank"] == 3  # d1 and d2 score higher
+    assert recs["qe"]["teacher"]["positive_rank"] == 1
+    assert recs["qh"]["teacher"]["positive_rank"] == 3  # d1 and d2 score higher
     rep, recs = run("gated", 2)
     assert set(recs) == {"qe"}
     assert rep["positive_gate"] == {"positive_top": 2, "queries_dropped": 1,
@@ -614,7 +614,7 @@ def test_positive_choice_teacher_picks_among_equally_relevant_positives(tmp_path
         run_mine(MineOptions(out=str(tmp_path / choice), data=str(folder), method="naive", k=1, positive_top=0,
                              positive_choice=choice, plots=False), teachers=[teacher])
         recs = [json.loads(x) for x in (tmp_path / choice / "mined.jsonl").read_text().splitlines()]
-        return {r["meta"]["query_id"]: (r["positive"], [r["positive_id"], *(p["doc_id"] for p in r["positives"])], r["scores"]["teacher"])
+        return {r["meta"]["query_id"]: (r["positive"], [r["positive_id"], *(p["doc_id"] for p in r["positives"])], r["teacher"])
                 for r in recs}
 
     first, chosen = positives("first"), positives("teacher")

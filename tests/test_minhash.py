@@ -13,7 +13,7 @@ from curate import minhash as M
 from curate.core.errors import CurateError
 from curate.filter.base import FilterContext
 from curate.filter.minhash_step import minhash as minhash_step
-from curate.core.records import Negative, Record
+from curate.core.records import Negative, Record, TeacherScores
 from tests.helpers import SHARED_DATA
 
 RNG_WORDS = [f"w{i}" for i in range(3000)]
@@ -172,7 +172,7 @@ def _rec(rid: str, query: str, positive: str, task: str = "Given a claim, find e
                negatives=[Negative(text=f"neg {rid} {k}", score=s) for k, s in enumerate(neg_scores)],
                positive_score=pos_score)
     if teacher_margin is not None:
-        r.scores["teacher"] = {"margin": teacher_margin}
+        r.teacher = TeacherScores("t", margin=teacher_margin)
     return r
 
 

@@ -33,7 +33,7 @@ from curate.filter.base import STEPS, FilterContext
 from curate.filter.false_negatives import threshold
 from curate.filter.plots import write_plots
 from curate.filter.teacher_scores import ensure_teacher_scores
-from curate.core.records import Negative, Record
+from curate.core.records import Negative, Record, TeacherScores
 
 import curate.filter.false_negatives  # noqa: F401  (registers the steps)
 import curate.filter.granularity  # noqa: F401
@@ -181,7 +181,7 @@ def test_annotation_matches_brute_force(world, tmp_path):
         ensure_teacher_scores(recs, ctx, depth=depth)
         for rec in recs:
             q = next(k for k, i in w.qrow.items() if w.queries[k] == rec.query)
-            t = rec.scores["teacher"]
+            t = rec.teacher.to_dict()
             assert t["model"] == w.teacher.model_id and t["pool"] == len(w.pool)
             pos = w.doc_index[rec.positive]
             assert t["positive_rank"] == w.rank(q, pos)
@@ -229,7 +229,7 @@ def test_teacher_rank_catches_planted_faults(world, tmp_path):
     for rej in _rejections(ctx, reason="negative-too-easy"):
         assert rej.numbers["rank"] > 50 and rej.text is not None
     for rec in kept:
-        t = rec.scores["teacher"]
+        t = rec.teacher.to_dict()
         assert len(t["negative_ranks"]) == len(rec.negatives) >= 1
         assert all(r <= 50 for r in t["negative_ranks"])
         assert t["positive_rank"] <= 10
@@ -252,7 +252,7 @@ def test_false_negatives_percent_and_margin(world, tmp_path):
     assert rej.numbers["score"] >= rej.numbers["threshold"]
     fn_kept = next(r for r in kept if r.id == "fn")
     assert len(fn_kept.negatives) == 3 and w.pool[w.fn_strong] not in {n.text for n in fn_kept.negatives}
-    assert len(fn_kept.scores["teacher"]["negative_ranks"]) == 3
+    assert len(fn_kept.teacher.negative_ranks) == 3
     assert {r.id for r in w.records} - {r.id for r in kept} <= {"swap"}
     for rec in kept:
         if rec.id != "swap":
@@ -298,7 +298,7 @@ def test_granularity_policies(world, tmp_path):
     scores = [n.teacher_score for n in rec.negatives]
     assert scores == sorted(scores, reverse=True)
     assert rec.scores["granularity"]["original_levels"] == [4, 3, 2, 1]
-    assert rec.scores["teacher"]["negative_ranks"] == sorted(rec.scores["teacher"]["negative_ranks"])
+    assert rec.teacher.negative_ranks == sorted(rec.teacher.negative_ranks)
     assert next(r for r in kept if r.id == "easy").negatives[0].level == 4  # not inverted: untouched
 
     # sequential renumbering on a record whose level-1 negative was lost: levels 4, 3 -> 1, 2
@@ -340,9 +340,9 @@ class _FakeTeacher:
 def _annotated(pos: float, negs: list[float], ranks=None) -> Record:
     rec = Record(id="r", task_type="short-long", task="t", query="q", positive="p",
                  negatives=[Negative(text=f"n{i}", level=i + 1, teacher_score=s) for i, s in enumerate(negs)])
-    rec.scores["teacher"] = {"model": "fake", "positive": pos, "positive_rank": 1,
-                             "negative_ranks": ranks or list(range(2, 2 + len(negs))),
-                             "margin": pos - max(negs), "pool": 10}
+    rec.teacher = TeacherScores(model="fake", positive=pos, positive_rank=1,
+                                negative_ranks=ranks or list(range(2, 2 + len(negs))),
+                                margin=pos - max(negs), pool=10)
     return rec
 
 
@@ -358,8 +358,8 @@ def test_false_negative_threshold_with_a_negative_positive_score(tmp_path):
     assert rej.reason == "false-negative" and rej.text == "n0"
     assert rej.numbers["threshold"] == pytest.approx(-0.21)
     assert [n.text for n in kept[0].negatives] == ["n1"]
-    assert kept[0].scores["teacher"]["negative_ranks"] == [3]
-    assert kept[0].scores["teacher"]["margin"] == pytest.approx(0.05)
+    assert kept[0].teacher.negative_ranks == [3]
+    assert kept[0].teacher.margin == pytest.approx(0.05)
 
     rec = _annotated(0.5, [0.49, 0.48])
     ctx = FilterContext(out_dir=tmp_path, teacher_factory=_FakeTeacher)

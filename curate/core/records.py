@@ -2,13 +2,14 @@
 
 One dataclass for a training example (query, positive, graded negatives) and one for a
 brainstormed task. Later stages add their numbers to ``Negative.teacher_score`` /
-``Record.scores`` / ``Record.meta`` rather than inventing new shapes.
+``Record.teacher`` / ``Record.scores`` / ``Record.meta`` rather than inventing new shapes.
 
 Reading checks every field's type and that the texts are not blank, so a bad line stops the
 stage that reads it with one line naming file and line, instead of reaching an export or
 crashing a later step. Version 3 keeps a record's further positives in ``positives`` (text
-and corpus id) and its own positive's id in ``positive_id``; version 2 gave each mined negative
-its corpus ``doc_id``. Older files (version 2: ``meta.positives``/``meta.positive_ids``; version
+and corpus id), its own positive's id in ``positive_id`` and the teacher's numbers in one typed
+``teacher`` (``TeacherScores``); version 2 gave each mined negative
+its corpus ``doc_id``. Older files (version 2: ``meta.positives``/``meta.positive_ids``/``scores.teacher``; version
 1: ids in ``meta.mine.doc_ids``, matched by position) are upgraded as they are read.
 """
 
@@ -83,6 +84,52 @@ class Positive:
 
 
 @dataclass
+class TeacherScores:
+    """What a teacher model made of a record, in one shape whichever stage wrote it (``mine`` or
+    filter's teacher steps). ``positive`` is the score margins are measured from: the record's
+    positive for filter, the lowest of the query's labelled positives for mine (the anchor of its
+    positive-aware threshold)."""
+
+    model: str
+    positive: float | None = None
+    positive_rank: int | None = None  # 1 + documents of the pool scoring strictly higher
+    margin: float | None = None  # positive - the hardest negative's score
+    pool: int | None = None  # how many documents were ranked
+    negative_ranks: list[int] | None = None  # the same rank for each negative, aligned with the list
+    positives: list[float] | None = None  # mine: each labelled positive's score, the record's own first
+    stage: str | None = None  # "mine" when mine wrote it
+    retriever: str | None = None  # mine with a rescorer: the model that retrieved the candidates
+    teachers: dict[str, dict[str, float]] | None = None  # mine with several teachers: each one's positive
+
+    def own_positive(self) -> float | None:
+        """The teacher's score of the record's own positive."""
+        return self.positives[0] if self.positives else self.positive
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "record 'teacher'") -> TeacherScores:
+        if not isinstance(d, dict):
+            raise ValueError(f"{where} must be an object")
+        if not isinstance(d.get("model"), str):
+            raise ValueError(f"{where} needs its 'model' (a string)")
+        for key in ("positive", "margin"):
+            _number(d, key, where)
+        for key in ("positive_rank", "pool"):
+            if d.get(key) is not None and not _is_int(d[key]):
+                raise ValueError(f"{where} '{key}' must be an integer")
+        for key, ok, says in (("negative_ranks", _is_int, "integers"), ("positives", _is_number, "numbers")):
+            v = d.get(key)
+            if v is not None and (not isinstance(v, list) or not all(ok(x) for x in v)):
+                raise ValueError(f"{where} '{key}' must be a list of {says}")
+        for key in ("stage", "retriever"):
+            _typed(d, key, str, "a string", where)
+        _typed(d, "teachers", dict, "an object", where)
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+
+
+@dataclass
 class Record:
     """One training example, the unit that flows from generate to export."""
 
@@ -96,7 +143,8 @@ class Record:
     negatives: list[Negative] = field(default_factory=list)
     positive_score: float | None = None
     positive_answerable: bool | None = None
-    scores: dict[str, Any] = field(default_factory=dict)  # stage-computed numbers (teacher etc.)
+    teacher: TeacherScores | None = None  # the teacher's scores and ranks (mine, filter's teacher steps)
+    scores: dict[str, Any] = field(default_factory=dict)  # other stage-computed numbers (judges' verdicts)
     meta: dict[str, Any] = field(default_factory=dict)  # provenance: model, template, seed, ...
     schema_version: int = SCHEMA_VERSION
 
@@ -110,6 +158,7 @@ class Record:
         d = {name: getattr(self, name) for name in self.__dataclass_fields__}
         d["positives"] = [{"text": p.text, "doc_id": p.doc_id} for p in self.positives]
         d["negatives"] = [{name: getattr(n, name) for name in n.__dataclass_fields__} for n in self.negatives]
+        d["teacher"] = self.teacher.to_dict() if self.teacher is not None else None
         d["scores"], d["meta"] = dict(self.scores), dict(self.meta)
         return d
 
@@ -142,7 +191,9 @@ class Record:
         if not _is_int(version) or not 1 <= version <= SCHEMA_VERSION:
             raise ValueError(f"record 'schema_version' {version!r} is not one this curate reads (1-{SCHEMA_VERSION})")
         known = {k: d[k] for k in cls.__dataclass_fields__
-                 if k in d and k not in ("negatives", "positives") and d[k] is not None}
+                 if k in d and k not in ("negatives", "positives", "teacher") and d[k] is not None}
+        if d.get("teacher") is not None:
+            known["teacher"] = TeacherScores.from_dict(d["teacher"])
         if known.get("positive_id") is not None:
             known["positive_id"] = str(known["positive_id"])
         rec = cls(**known, positives=[Positive.from_dict(p, f"positive {i + 2}") for i, p in enumerate(positives)],
@@ -167,8 +218,9 @@ def _upgrade_v1(rec: Record) -> None:
 
 
 def _upgrade_v2(rec: Record) -> None:
-    """Version 2 kept further positives in ``meta.positives`` and the corpus ids of all positives
-    (the record's own first) in ``meta.positive_ids``; ids are kept only when they line up."""
+    """Version 2 kept further positives in ``meta.positives``, the corpus ids of all positives
+    (the record's own first) in ``meta.positive_ids`` (ids are kept only when they line up) and
+    the teacher's numbers in ``scores.teacher``."""
     extra = rec.meta.pop("positives", None)
     ids = rec.meta.pop("positive_ids", None)
     if extra is not None and (not isinstance(extra, list) or not all(isinstance(t, str) for t in extra)):
@@ -176,6 +228,10 @@ def _upgrade_v2(rec: Record) -> None:
     if ids is not None and (not isinstance(ids, list) or not all(isinstance(i, (str, int)) for i in ids)):
         raise ValueError("record 'meta.positive_ids' must be a list of corpus ids")
     extra, ids = extra or [], [str(i) for i in ids or []]
+    block = rec.scores.get("teacher")
+    if isinstance(block, dict) and rec.teacher is None:
+        rec.teacher = TeacherScores.from_dict(block, "record 'scores.teacher'")
+        rec.scores = {k: v for k, v in rec.scores.items() if k != "teacher"}
     if ids and rec.positive_id is None:
         rec.positive_id = ids[0]
     extra_ids = ids[1:] if len(ids) == len(extra) + 1 else [None] * len(extra)
@@ -185,6 +241,10 @@ def _upgrade_v2(rec: Record) -> None:
 def _doc_id(d: dict[str, Any], key: str, where: str) -> None:
     if d.get(key) is not None and (not isinstance(d[key], (str, int)) or isinstance(d[key], bool)):
         raise ValueError(f"{where} '{key}' must be a corpus id (a string)")
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def _is_int(v: Any) -> bool:
@@ -201,7 +261,7 @@ def _text(d: dict[str, Any], key: str, where: str) -> None:
 
 def _number(d: dict[str, Any], key: str, where: str) -> None:
     v = d.get(key)
-    if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+    if v is not None and not _is_number(v):
         raise ValueError(f"{where} '{key}' must be a number (got {v!r})")
 
 

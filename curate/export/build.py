@@ -11,15 +11,6 @@ from curate.taskspec import is_symmetric
 from curate.export.rows import ExportRow
 
 
-def _positive_score(item: Item) -> float | None:
-    teacher = (item.record.scores or {}).get("teacher")
-    if not isinstance(teacher, dict):
-        return None
-    per_positive = teacher.get("positives")
-    value = per_positive[0] if isinstance(per_positive, list) and per_positive else teacher.get("positive")
-    return float(value) if isinstance(value, (int, float)) else None
-
-
 def build_row(item: Item, split: str, chosen: Sequence[int], levels: Sequence[int], phase: int | None,
               batch: int, instruction: Instruction, extra_meta: dict[str, Any] | None = None) -> ExportRow:
     rec = item.record
@@ -35,7 +26,7 @@ def build_row(item: Item, split: str, chosen: Sequence[int], levels: Sequence[in
         record_id=rec.id, split=split, task_type=rec.task_type, task=rec.task, query=rec.query,
         query_text=instruction.apply(rec.task, rec.query), positive=doc(rec.positive),
         negatives=[doc(rec.negatives[k].text) for k in chosen], instruction=instruction.prefix(rec.task),
-        symmetric=symmetric, positive_score=_positive_score(item),
+        symmetric=symmetric, positive_score=rec.teacher.own_positive() if rec.teacher else None,
         negative_scores=[rec.negatives[k].teacher_score for k in chosen], levels=[levels[k] for k in chosen],
         phase=phase, batch=batch, positive_id=rec.positive_id,
         negative_ids=[rec.negatives[k].doc_id for k in chosen],

@@ -30,12 +30,6 @@ from curate.export.inputs import Item
 LEVELS = (1, 2, 3, 4)
 
 
-def _positive_score(item: Item) -> float | None:
-    teacher = (item.record.scores or {}).get("teacher")
-    value = teacher.get("positive") if isinstance(teacher, dict) else None
-    return float(value) if isinstance(value, (int, float)) else None
-
-
 def by_position(i: int, n: int) -> int:
     """Level of the i-th of n ordered negatives (first hardest), spread evenly over 1..4."""
     return 1 + (len(LEVELS) * i) // n
@@ -63,7 +57,7 @@ def assign_levels(items: Sequence[Item], gap_bins: str = "export") -> tuple[list
     gaps: list[float] = []
     given = positional = 0
     for r, it in enumerate(items):
-        pos = _positive_score(it)
+        pos = it.record.teacher.positive if it.record.teacher else None
         unplaced = []
         for n, neg in enumerate(it.record.negatives):
             if neg.level is not None:

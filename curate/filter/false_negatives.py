@@ -22,7 +22,7 @@ from curate.core.errors import CurateError
 from curate.core.params import check_params
 from curate.filter.base import keep_negatives, register
 from curate.negatives.select import Thresholds
-from curate.filter.teacher_scores import TeacherDepth, ensure_teacher_scores, teacher_block
+from curate.filter.teacher_scores import TeacherDepth, ensure_teacher_scores
 
 
 def threshold(positive: float, mode: str = "percent", percent: float = 0.95,
@@ -50,7 +50,7 @@ def false_negatives(records, params, ctx):
 
     kept, dropped = [], 0
     for rec in records:
-        pos = teacher_block(rec)["positive"]
+        pos = rec.teacher.positive
         ceiling = threshold(pos, mode, percent, margin)
         keep = []
         for i, neg in enumerate(rec.negatives):

@@ -95,7 +95,7 @@ def _filter(records, in_path: Path, out_dir: Path, run, recipe, teacher, query_p
                         llm_factory=_judge_factory(llm_opts, out_dir), corpus=corpus)
     kept, rows = run_steps(records, recipe, ctx)
     plots = []
-    if any("teacher" in r.scores for r in records):
+    if any(r.teacher is not None for r in records):
         from curate.filter.plots import write_plots
 
         plots = [str(out_dir / p.relative_to(run.dir)) for p in write_plots(records, run.dir)]

@@ -12,7 +12,7 @@ Per field in ``fields``, in order, across the records still kept:
   words shuffled or one word changed, which the word 3-gram ``query`` pass lets through.
 
 "Best" (``keep``): ``margin`` (default) keeps the record with the largest teacher margin
-(``scores["teacher"]["margin"]``, written by the teacher steps) and, where no member has
+(``record.teacher.margin``, written by the teacher steps) and, where no member has
 one, the largest generator margin (``positive_score`` - the largest negative ``score``);
 ties and unscored records fall back to the first seen. ``first`` keeps the first seen.
 Within a group, members are visited best first and one is dropped only when it is a
@@ -107,11 +107,9 @@ def _number(x: Any) -> float | None:
 
 def record_margin(rec: Record) -> tuple[int, float]:
     """(tier, margin): tier 2 = teacher margin, 1 = generator margin, 0 = neither (margin 0)."""
-    teacher = rec.scores.get("teacher") if isinstance(rec.scores, dict) else None
-    if isinstance(teacher, dict):
-        m = _number(teacher.get("margin"))
-        if m is not None:
-            return 2, m
+    m = _number(rec.teacher.margin) if rec.teacher is not None else None
+    if m is not None:
+        return 2, m
     pos = _number(rec.positive_score)
     negs = [s for s in (_number(n.score) for n in rec.negatives) if s is not None]
     if pos is not None and negs:

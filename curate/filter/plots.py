@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 
 from curate.filter.granularity import MGH_REFERENCE, level_means
-from curate.filter.teacher_scores import teacher_block
 
 
 def _pyplot():
@@ -34,10 +33,9 @@ def write_plots(records, out_dir) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     pos, neg, gap = [], [], []
     for rec in records:
-        block = teacher_block(rec)
-        if not block or block.get("positive") is None:
+        if rec.teacher is None or rec.teacher.positive is None:
             continue
-        p = float(block["positive"])
+        p = float(rec.teacher.positive)
         pos.append(p)
         for n in rec.negatives:
             if n.teacher_score is not None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from curate.core.params import check_params
 from curate.filter.base import keep_negatives, register
-from curate.filter.teacher_scores import TeacherDepth, ensure_teacher_scores, teacher_block
+from curate.filter.teacher_scores import TeacherDepth, ensure_teacher_scores
 
 
 @dataclass
@@ -38,28 +38,28 @@ def teacher_rank(records, params, ctx):
 
     kept, pruned = [], 0
     for rec in records:
-        t = teacher_block(rec)
-        pos_rank, pos_score = t["positive_rank"], t["positive"]
+        t = rec.teacher
+        pos_rank, pos_score = t.positive_rank, t.positive
         if pos_top is not None and pos_rank > pos_top:
             ctx.reject(rec, "positive-rank", {"rank": pos_rank, "score": pos_score,
-                                              "limit": pos_top, "pool": t.get("pool")})
+                                              "limit": pos_top, "pool": t.pool})
             continue
         if outranks:
             worst = None
-            for i, (neg, rank) in enumerate(zip(rec.negatives, t["negative_ranks"])):
+            for i, (neg, rank) in enumerate(zip(rec.negatives, t.negative_ranks)):
                 if rank < pos_rank or neg.teacher_score > pos_score:
                     if worst is None or neg.teacher_score > rec.negatives[worst].teacher_score:
                         worst = i
             if worst is not None:
                 neg = rec.negatives[worst]
                 ctx.reject(rec, "negative-outranks-positive", {
-                    "negative_rank": t["negative_ranks"][worst], "negative_score": neg.teacher_score,
+                    "negative_rank": t.negative_ranks[worst], "negative_score": neg.teacher_score,
                     "negative_level": neg.level, "positive_rank": pos_rank,
                     "positive_score": pos_score})
                 continue
         had = len(rec.negatives)
         keep = []
-        for i, (neg, rank) in enumerate(zip(rec.negatives, t["negative_ranks"])):
+        for i, (neg, rank) in enumerate(zip(rec.negatives, t.negative_ranks)):
             if neg_bottom is not None and rank > neg_bottom:
                 ctx.reject(rec, "negative-too-easy", {"rank": rank, "score": neg.teacher_score,
                                                       "limit": neg_bottom}, negative=neg)

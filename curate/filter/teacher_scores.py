@@ -4,14 +4,14 @@ The pool is every distinct document text in the file (each record's positive and
 negatives) plus ``ctx.corpus``.  For each record the teacher scores its query against the
 whole pool and writes::
 
-    rec.scores["teacher"] = {
-        "model": ...,            # teacher.model_id; records already scored by it are skipped
-        "positive": cos(q, positive),
-        "positive_rank": 1 + number of pool documents scoring strictly higher,
-        "negative_ranks": [...], # the same rank for each negative, in list order
-        "margin": positive - max(negative scores)   (None without negatives),
-        "pool": pool size,
-    }
+    rec.teacher = TeacherScores(
+        model=...,            # teacher.model_id; records already scored by it are skipped
+        positive=cos(q, positive),
+        positive_rank=1 + number of pool documents scoring strictly higher,
+        negative_ranks=[...], # the same rank for each negative, in list order
+        margin=positive - max(negative scores)   (None without negatives),
+        pool=pool size,
+    )
 
 and each ``neg.teacher_score``.  A document whose text equals the query is left out of
 the ranking (a query should not compete with itself).  Ranks come from a top-``depth``
@@ -28,12 +28,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from curate.negatives.search import rank_targets, top_k
-from curate.core.records import Record
+from curate.core.records import Record, TeacherScores
 from curate.taskspec import is_symmetric
 
 
@@ -45,18 +44,12 @@ class TeacherDepth:
     depth: int = field(default=100, metadata={"min": 1})
 
 
-def teacher_block(rec: Record) -> dict[str, Any] | None:
-    block = rec.scores.get("teacher")
-    return block if isinstance(block, dict) else None
-
-
 def is_annotated(rec: Record, model_id: str) -> bool:
     """Scored by this model, and the stored numbers still line up with the negatives."""
-    block = teacher_block(rec)
-    return (block is not None and block.get("model") == model_id
-            and isinstance(block.get("negative_ranks"), list)
-            and len(block["negative_ranks"]) == len(rec.negatives)
-            and block.get("positive") is not None
+    t = rec.teacher
+    return (t is not None and t.model == model_id
+            and t.negative_ranks is not None and len(t.negative_ranks) == len(rec.negatives)
+            and t.positive is not None
             and all(n.teacher_score is not None for n in rec.negatives))
 
 
@@ -66,15 +59,15 @@ def margin_of(positive: float, neg_scores: Sequence[float]) -> float | None:
 
 def select_negatives(rec: Record, keep: Sequence[int]) -> None:
     """Keep the negatives at indices ``keep`` (in that order); realign the teacher numbers."""
-    block = teacher_block(rec)
-    ranks = block.get("negative_ranks") if block else None
-    aligned = isinstance(ranks, list) and len(ranks) == len(rec.negatives)
+    t = rec.teacher
+    ranks = t.negative_ranks if t is not None else None
+    aligned = ranks is not None and len(ranks) == len(rec.negatives)
     rec.negatives = [rec.negatives[i] for i in keep]
-    if block is not None and aligned:
-        block["negative_ranks"] = [ranks[i] for i in keep]
+    if aligned:
+        t.negative_ranks = [ranks[i] for i in keep]
         scores = [n.teacher_score for n in rec.negatives]
-        if block.get("positive") is not None and all(s is not None for s in scores):
-            block["margin"] = margin_of(block["positive"], scores)
+        if t.positive is not None and all(s is not None for s in scores):
+            t.margin = margin_of(t.positive, scores)
 
 
 def _pool(records: Sequence[Record], corpus: Sequence[str]) -> tuple[list[str], dict[str, int]]:
@@ -120,14 +113,8 @@ def _score_group(teacher, group: list[Record], pool: list[str], index: dict[str,
     for rec, (s, r) in zip(group, results):
         for neg, score in zip(rec.negatives, s[1:]):
             neg.teacher_score = score
-        rec.scores["teacher"] = {
-            "model": teacher.model_id,
-            "positive": s[0],
-            "positive_rank": r[0],
-            "negative_ranks": r[1:],
-            "margin": margin_of(s[0], s[1:]),
-            "pool": len(pool),
-        }
+        rec.teacher = TeacherScores(model=teacher.model_id, positive=s[0], positive_rank=r[0],
+                                    negative_ranks=r[1:], margin=margin_of(s[0], s[1:]), pool=len(pool))
 
 
 def ensure_teacher_scores(records: Sequence[Record], ctx, depth: int = 100) -> Sequence[Record]:
@@ -153,7 +140,7 @@ def ensure_teacher_scores(records: Sequence[Record], ctx, depth: int = 100) -> S
 
 def positive_scores(records: Sequence[Record]) -> np.ndarray:
     """Teacher positive scores of the annotated records (for plots and reports)."""
-    vals = [b["positive"] for r in records if (b := teacher_block(r)) and b.get("positive") is not None]
+    vals = [r.teacher.positive for r in records if r.teacher is not None and r.teacher.positive is not None]
     return np.asarray(vals, dtype=np.float64)
 
 

@@ -23,7 +23,7 @@ from curate.negatives.presets import Method
 from curate.mine.miner import CrossEncoderScorer, MineConfig, Mined, mine
 from curate.mine.options import DEFAULT_TASK, MineOptions, SearchSettings
 from curate.mine.sampling import STRATEGIES
-from curate.core.records import Negative, Positive, Record
+from curate.core.records import Negative, Positive, Record, TeacherScores
 
 MINED = "mined.jsonl"
 REPORT = "mine_report.json"
@@ -76,20 +76,14 @@ def _record(item: MineItem, picks: list[Pick], mined_by: dict[int, Mined], inp: 
     neg_scores = [float(p.score) for p in picks]
     model = scorer_name or (models[first_t] if len(mined_by) == 1 else
                             "intra:" + "+".join(models[t] for t in sorted(mined_by)))
-    teacher_block: dict[str, Any] = {
-        "model": model,
-        "positive": float(first.lowest_positive),
-        "positives": [float(s) for s in first.positive_scores],
-        "margin": float(first.lowest_positive - max(neg_scores)) if neg_scores else None,
-        "positive_rank": int(first.positive_rank),
-        "pool": len(corpus),
-        "stage": "mine",
-    }
-    if scorer_name:
-        teacher_block["retriever"] = models[first_t]
-    if len(mined_by) > 1:
-        teacher_block["teachers"] = {models[t]: {"positive": float(m.lowest_positive)}
-                                     for t, m in sorted(mined_by.items())}
+    teacher = TeacherScores(
+        model=model, positive=float(first.lowest_positive),
+        positive_rank=int(first.positive_rank),
+        margin=float(first.lowest_positive - max(neg_scores)) if neg_scores else None,
+        pool=len(corpus), positives=[float(s) for s in first.positive_scores], stage="mine",
+        retriever=models[first_t] if scorer_name else None,
+        teachers={models[t]: {"positive": float(m.lowest_positive)} for t, m in sorted(mined_by.items())}
+        if len(mined_by) > 1 else None)
     mine_meta: dict[str, Any] = {
         "method": cfg.method.name, "params": cfg.method.params(), "k": cfg.k, "sample": cfg.sample,
         "ranks": [int(p.rank) for p in picks],
@@ -105,8 +99,7 @@ def _record(item: MineItem, picks: list[Pick], mined_by: dict[int, Mined], inp: 
     if item.record is not None:
         rec = item.record
         rec.negatives = list(rec.negatives) + negatives
-        rec.scores = dict(rec.scores or {})
-        rec.scores["teacher"] = teacher_block
+        rec.teacher = teacher
         rec.meta = dict(rec.meta or {})
         rec.meta["mine"] = mine_meta
         return rec
@@ -117,7 +110,7 @@ def _record(item: MineItem, picks: list[Pick], mined_by: dict[int, Mined], inp: 
     meta["mine"] = mine_meta
     return Record(id=item.record_id, task_type=item.task_type or "retrieval", task=item.task or opts.task_text,
                   query=item.query, positive=positives[0].text, positive_id=positives[0].doc_id,
-                  positives=positives[1:], negatives=negatives, scores={"teacher": teacher_block}, meta=meta)
+                  positives=positives[1:], negatives=negatives, teacher=teacher, meta=meta)
 
 
 def run_mine(opts: MineOptions, teachers=None, rescorer=None) -> dict[str, Any]:
