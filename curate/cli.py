@@ -162,16 +162,26 @@ def _stage_options(task_names, out: str, dedup_threshold: float, kw: dict[str, A
 @click.option("--doc-prompt", default=None, help="Prefix for documents given to the teacher (e.g. 'passage: ').")
 @click.option("--corpus", "corpus_path", type=click.Path(dir_okay=False), default=None,
               help="Real documents (JSONL with 'text', BEIR corpus.jsonl works) added to the teacher's ranking pool.")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="Where per-record steps (heuristics, judges, sts_gap) run: here, or on Ray workers in "
+                   "contiguous shards; steps that need every record run here either way.")
+@click.option("--workers", type=click.IntRange(min=1), default=4, show_default=True,
+              help="Shards (Ray tasks) per per-record step, with --executor ray.")
+@click.option("--ray-address", default=None,
+              help="A Ray cluster to join ('auto': the one this machine is in); default: start a local one.")
 @_llm_options
-def filter_cmd(in_path, out, recipe, teacher, query_prompt, doc_prompt, corpus_path, **kw) -> None:
+def filter_cmd(in_path, out, recipe, teacher, query_prompt, doc_prompt, corpus_path, executor, workers, ray_address,
+               **kw) -> None:
     """Drop faulty records and negatives; every drop goes to rejected.jsonl with its step and reason.
 
     Judges (refute/answerability steps) use the LLM options below; by default the embedded model.
     """
+    from curate.core.executor import Executor
     from curate.filter.main import FilterOptions, filter_main
 
     filter_main(FilterOptions(inp=in_path, out=out, recipe=recipe, teacher=teacher, query_prompt=query_prompt,
-                              doc_prompt=doc_prompt, corpus=corpus_path, llm=_llm_opts(kw)))
+                              doc_prompt=doc_prompt, corpus=corpus_path, llm=_llm_opts(kw),
+                              executor=Executor(executor, workers, ray_address)))
 
 
 @cli.command()

@@ -3,7 +3,7 @@
 A step is a function ``step(records, params, ctx) -> records`` (or an ``async`` one): it
 returns the records it keeps, possibly with negatives pruned, and reports every drop
 through ``ctx.reject`` so ``rejected.jsonl`` says which step dropped what, and why.
-Steps register themselves with ``@register("name", Params)`` so recipes can name them; the
+Steps register themselves with ``@register("name", Params, kind=...)`` so recipes can name them; the
 parameters dataclass is the one home of the step's defaults, and a recipe's parameters are
 checked against it (and by the step's own ``check``) when the recipe is loaded, before any
 step runs.
@@ -23,13 +23,23 @@ StepFn = Callable[..., Any]
 STEPS: dict[str, StepFn] = {}
 PARAMS: dict[str, type] = {}  # each step's parameters dataclass
 CHECKS: dict[str, Callable[[dict[str, Any]], Any]] = {}  # deeper value checks, run at recipe load
+KINDS: dict[str, str] = {}  # "map" or "global"
 
 
-def register(name: str, params: type, check: Callable[[dict[str, Any]], Any] | None = None
-             ) -> Callable[[StepFn], StepFn]:
-    """Make a step known to recipes by ``name``; ``params`` is its parameters dataclass."""
+def register(name: str, params: type, check: Callable[[dict[str, Any]], Any] | None = None,
+             kind: str = "global") -> Callable[[StepFn], StepFn]:
+    """Make a step known to recipes by ``name``; ``params`` is its parameters dataclass.
+
+    ``kind="map"`` declares that the step decides each record on its own (heuristics, LLM
+    judges), so a run may cut the records into shards and run it on several workers
+    (``--executor ray``); its integer notes must be counts, which add up over shards.
+    ``"global"`` steps see every record at once (near-duplicates, teacher ranks against the
+    pool) and always run in one process."""
+    if kind not in ("map", "global"):
+        raise ValueError(f"step {name!r}: kind must be 'map' or 'global', not {kind!r}")
+
     def deco(fn: StepFn) -> StepFn:
-        STEPS[name], PARAMS[name] = fn, params
+        STEPS[name], PARAMS[name], KINDS[name] = fn, params, kind
         if check is not None:
             CHECKS[name] = check
         return fn

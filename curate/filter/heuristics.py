@@ -162,7 +162,7 @@ class _Checker:
         return None
 
 
-@register("heuristics", schema_from_defaults("HeuristicsParams", DEFAULTS), _params)
+@register("heuristics", schema_from_defaults("HeuristicsParams", DEFAULTS), _params, kind="map")
 def heuristics(records: list[Record], params: dict[str, Any], ctx: FilterContext) -> list[Record]:
     p = _params(params)
     check = _Checker(p)

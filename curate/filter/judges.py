@@ -226,7 +226,7 @@ def _refute_params(params: dict[str, Any] | None) -> tuple[dict[str, Any], re.Pa
         raise CurateError(f"judge_refute: bad pattern {p['pattern']!r}: {e}") from None
 
 
-@register("judge_refute", schema_from_defaults("JudgeRefuteParams", REFUTE_DEFAULTS), _refute_params)
+@register("judge_refute", schema_from_defaults("JudgeRefuteParams", REFUTE_DEFAULTS), _refute_params, kind="map")
 async def judge_refute(records: list[Record], params: dict[str, Any], ctx: FilterContext) -> list[Record]:
     step = "judge_refute"
     p, rx = _refute_params(params)
@@ -279,7 +279,7 @@ async def judge_refute(records: list[Record], params: dict[str, Any], ctx: Filte
 
 
 @register("judge_answerable", schema_from_defaults("JudgeAnswerableParams", ANSWERABLE_DEFAULTS),
-          lambda params: _merge("judge_answerable", params))
+          lambda params: _merge("judge_answerable", params), kind="map")
 async def judge_answerable(records: list[Record], params: dict[str, Any], ctx: FilterContext) -> list[Record]:
     step = "judge_answerable"
     p = _merge(step, params)

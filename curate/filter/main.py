@@ -13,6 +13,7 @@ from rich.table import Table
 
 from curate.corpus import read_corpus
 from curate.core.errors import CurateError
+from curate.core.executor import Executor
 from curate.core.runner import open_run
 from curate.filter.base import FilterContext
 from curate.filter.recipe import load_recipe
@@ -62,6 +63,7 @@ class FilterOptions:
     doc_prompt: str | None = None
     corpus: str | None = None  # real documents added to the teacher's ranking pool
     llm: LLMOptions = field(default_factory=LLMOptions)  # the judges' backend
+    executor: Executor = field(default_factory=Executor)  # where per-record (map) steps run
 
 
 def filter_main(opts: FilterOptions, quiet: bool = False) -> dict[str, Any]:
@@ -75,17 +77,18 @@ def filter_main(opts: FilterOptions, quiet: bool = False) -> dict[str, Any]:
     if not records:
         raise CurateError(f"{in_path}: no records")
     params = {"recipe": recipe.name, "steps": [{"step": c.name, **c.params} for c in recipe.steps],
-              "teacher": teacher, "query_prompt": query_prompt, "doc_prompt": doc_prompt}
+              "teacher": teacher, "query_prompt": query_prompt, "doc_prompt": doc_prompt,
+              "executor": {"kind": opts.executor.kind, "shards": opts.executor.shards}}
     with open_run("filter", out_dir, params, [in_path, recipe.path, corpus_path]) as run:
         report = _filter(records, in_path, out_dir, run, recipe, teacher, query_prompt, doc_prompt, corpus_path,
-                         llm_opts, started)
+                         llm_opts, started, opts.executor)
     if not quiet:
         _print_report(report, out_dir)
     return report
 
 
 def _filter(records, in_path: Path, out_dir: Path, run, recipe, teacher, query_prompt, doc_prompt, corpus_path,
-            llm_opts: LLMOptions, started: float) -> dict[str, Any]:
+            llm_opts: LLMOptions, started: float, executor: Executor) -> dict[str, Any]:
     corpus = [text for _, text in read_corpus(corpus_path)] if corpus_path else []
     teacher_cfg = dict(recipe.teacher)
     for key, value in (("model", teacher), ("query_prompt", query_prompt), ("doc_prompt", doc_prompt)):
@@ -93,7 +96,7 @@ def _filter(records, in_path: Path, out_dir: Path, run, recipe, teacher, query_p
             teacher_cfg[key] = value
     ctx = FilterContext(out_dir=out_dir, teacher_factory=_teacher_factory(teacher_cfg),
                         llm_factory=_judge_factory(llm_opts, out_dir), corpus=corpus)
-    kept, rows = run_steps(records, recipe, ctx)
+    kept, rows = run_steps(records, recipe, ctx, executor)
     plots = []
     if any(r.teacher is not None for r in records):
         from curate.filter.plots import write_plots

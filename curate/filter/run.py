@@ -12,10 +12,12 @@ import contextlib
 import inspect
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from curate.filter.base import STEPS, FilterContext
+from curate.core.executor import Executor, map_shards, merge_notes, split
+from curate.filter.base import KINDS, STEPS, FilterContext, Rejection
 from curate.filter.recipe import Recipe
 from curate.core.jsonl import atomic_write_json, atomic_write_jsonl
 from curate.core.records import Record
@@ -25,33 +27,97 @@ REJECTED = "rejected.jsonl"
 REPORT = "filter_report.json"
 
 
-def run_steps(records: list[Record], recipe: Recipe, ctx: FilterContext) -> tuple[list[Record], list[dict[str, Any]]]:
+def run_steps(records: list[Record], recipe: Recipe, ctx: FilterContext,
+              executor: Executor = Executor()) -> tuple[list[Record], list[dict[str, Any]]]:
     """Apply the recipe's steps in order; return the kept records and one report row per step.
 
-    All steps run in one event loop, so LLM clients (and an embedded server) opened by one
-    judge step serve the next ones too and are closed once, at the end."""
-    return asyncio.run(_run_steps(records, recipe, ctx))
+    In one process all steps run in one event loop, so LLM clients (and an embedded server)
+    opened by one judge step serve the next ones too and are closed once, at the end. With a
+    sharding executor, each run of consecutive ``map`` steps goes to the workers as contiguous
+    shards (each opens its own clients) and the results are joined in order: the same records,
+    rejections and counts as one process gives; ``global`` steps run here."""
+    rows: list[dict[str, Any]] = []
+    for kind, steps in _segments(recipe.steps, executor):
+        if kind == "map":
+            records, seg_rows = _sharded(records, steps, ctx, executor)
+        else:
+            records, seg_rows = asyncio.run(_run_steps(records, steps, ctx))
+        rows += seg_rows
+    return records, rows
 
 
-async def _run_steps(records: list[Record], recipe: Recipe, ctx: FilterContext
+def _segments(steps: list, executor: Executor) -> list[tuple[str, list]]:
+    """Consecutive steps grouped by how they run: ``map`` (sharded) or ``global`` (here)."""
+    out: list[tuple[str, list]] = []
+    for cfg in steps:
+        kind = KINDS.get(cfg.name, "global") if executor.shards > 1 else "global"
+        if out and out[-1][0] == kind:
+            out[-1][1].append(cfg)
+        else:
+            out.append((kind, [cfg]))
+    return out
+
+
+async def _run_steps(records: list[Record], steps: list, ctx: FilterContext, fns: tuple = ()
                      ) -> tuple[list[Record], list[dict[str, Any]]]:
     rows = []
     async with contextlib.AsyncExitStack() as stack:
         ctx.clients = {}
         ctx.stack = stack
-        for cfg in recipe.steps:
-            records, row = await _one_step(records, cfg, ctx)
+        for i, cfg in enumerate(steps):
+            records, row = await _one_step(records, cfg, ctx, fns[i] if fns else STEPS[cfg.name])
             rows.append(row)
     ctx.stack, ctx.clients = None, {}
     return records, rows
 
 
-async def _one_step(records: list[Record], cfg, ctx: FilterContext) -> tuple[list[Record], dict[str, Any]]:
+@dataclass(frozen=True)
+class _Shard:
+    """What a worker needs to run map steps over its shard: the steps with their functions (so a
+    worker needs no registry), where the run writes and how to open LLM clients."""
+
+    steps: list
+    fns: tuple
+    out_dir: Path
+    llm_factory: Any
+
+    def __call__(self, records: list[Record]) -> tuple[list[Record], list[Rejection], list[dict[str, Any]]]:
+        ctx = FilterContext(out_dir=self.out_dir, llm_factory=self.llm_factory)
+        kept, rows = asyncio.run(_run_steps(records, self.steps, ctx, self.fns))
+        return kept, ctx.rejections, rows
+
+
+def _sharded(records: list[Record], steps: list, ctx: FilterContext, executor: Executor
+             ) -> tuple[list[Record], list[dict[str, Any]]]:
+    shard = _Shard(steps, tuple(STEPS[cfg.name] for cfg in steps), ctx.out_dir, ctx.llm_factory)
+    results = map_shards(shard, split(records, executor.shards), executor)
+    kept = [r for shard_kept, _, _ in results for r in shard_kept]
+    rows = []
+    for i, cfg in enumerate(steps):
+        # rejections step by step, shards in order: the order one process writes them in
+        ctx.rejections += [rej for _, rejections, _ in results for rej in rejections if rej.step == cfg.name]
+        parts = [shard_rows[i] for _, _, shard_rows in results]
+        row = {"step": cfg.name, "params": cfg.params}
+        for key in ("records_in", "records_kept", "records_dropped", "negatives_in", "negatives_kept",
+                    "negatives_dropped"):
+            row[key] = (dict(sum((Counter(p[key]) for p in parts), Counter())) if key.endswith("dropped")
+                        else sum(p[key] for p in parts))
+        row["seconds"] = max(p["seconds"] for p in parts)  # the slowest shard: the step's wall time
+        notes = merge_notes([p.get("notes", {}) for p in parts])
+        if notes:
+            ctx.notes[cfg.name] = notes
+            row["notes"] = notes
+        row["shards"] = len(results)
+        rows.append(row)
+    return kept, rows
+
+
+async def _one_step(records: list[Record], cfg, ctx: FilterContext, fn) -> tuple[list[Record], dict[str, Any]]:
     ctx.step_name = cfg.name
     before = len(ctx.rejections)
     n_in, negs_in = len(records), sum(len(r.negatives) for r in records)
     started = time.perf_counter()
-    result = STEPS[cfg.name](records, cfg.params, ctx)
+    result = fn(records, cfg.params, ctx)
     if inspect.isawaitable(result):
         result = await result
     records = list(result)

@@ -29,7 +29,7 @@ class StsGapParams:
     drop_if_no_negatives: bool = True  # a record whose negatives all went is dropped as no-negatives-left
 
 
-@register("sts_gap", StsGapParams)
+@register("sts_gap", StsGapParams, kind="map")
 def sts_gap(records: list[Record], params: dict[str, Any], ctx: FilterContext) -> list[Record]:
     p = asdict(check_params("sts_gap", StsGapParams, params))
     min_gap = p["min_gap"]
@@ -66,6 +66,6 @@ def sts_gap(records: list[Record], params: dict[str, Any], ctx: FilterContext) -
             kept.append(rec)
 
     ctx.note(records_checked=checked, unscored_records=unscored_records,
-             unscored_negatives=unscored_negatives, negatives_dropped=dropped, min_gap=min_gap,
+             unscored_negatives=unscored_negatives, negatives_dropped=dropped, min_gap=float(min_gap),
              families=sorted(families))
     return kept

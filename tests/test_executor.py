@@ -1,0 +1,93 @@
+"""Sharded execution: per-record filter steps on real Ray workers give what one process gives."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from curate import api
+from curate.core.errors import CurateError
+from curate.core.executor import Executor, map_shards, merge_notes, split
+from curate.core.records import Negative, Record
+from tests.helpers import read_jsonl, scifact_pairs
+
+
+def test_split_keeps_order_and_balances():
+    items = list(range(10))
+    shards = split(items, 4)
+    assert [len(s) for s in shards] == [3, 3, 2, 2] and sum(shards, []) == items
+    assert split(items[:2], 5) == [[0], [1]]  # never an empty shard
+    assert split([], 3) == [[]]
+
+
+def test_notes_merge_counts_tallies_and_lists():
+    merged = merge_notes([{"judged": 3, "verdicts": {"yes": 2, "no": 1}, "judges": ["a"], "min_gap": 1.5,
+                           "mean": 0.4},
+                          {"judged": 4, "verdicts": {"no": 5}, "judges": ["a", "b"], "min_gap": 1.5, "mean": 0.6}])
+    assert merged == {"judged": 7, "verdicts": {"yes": 2, "no": 6}, "judges": ["a", "b"], "min_gap": 1.5,
+                      "mean": None}
+
+
+def test_bad_executor_settings_and_a_missing_ray_are_one_line(monkeypatch):
+    with pytest.raises(CurateError, match="choose local or ray"):
+        Executor("dask")
+    with pytest.raises(CurateError, match="--workers must be at least 1"):
+        Executor("ray", 0)
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
+    with pytest.raises(CurateError, match=r"needs Ray: pip install 'curate\[ray\]'"):
+        map_shards(len, [[1], [2]], Executor("ray", 2))
+    assert map_shards(len, [[1], [2, 3]], Executor()) == [1, 2]  # local needs no Ray
+
+
+def _planted(path, n: int = 48):
+    """SciFact texts with faults the heuristics and sts_gap steps catch, spread over the file."""
+    pairs = scifact_pairs(n, max_chars=500)
+    recs = []
+    for i, (q, d) in enumerate(pairs):
+        negs = [Negative(text=pairs[(i + j) % n][1], level=j, score=float(9 - 2 * j)) for j in (1, 2, 3)]
+        family = "sts" if i % 4 == 3 else "short-long"
+        if i % 7 == 1:
+            negs[0] = Negative(text=d, level=1)  # the positive again
+        if i % 9 == 2:
+            negs[1] = Negative(text="This is a hard negative: unlike the positive, it does not help.", level=2)
+        if i % 11 == 5:
+            q = "Q?"  # too short
+        recs.append(Record(id=f"r{i}", task_type=family, task="Given a claim, find evidence.", query=q, positive=d,
+                           negatives=negs, positive_score=9.0 if family == "sts" else None))
+    path.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in recs), encoding="utf-8")
+    return path
+
+
+def test_map_steps_on_ray_workers_match_one_process(tmp_path):
+    pytest.importorskip("ray")
+    records = _planted(tmp_path / "in.jsonl")
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("steps:\n  - heuristics: {}\n  - minhash: {}\n  - sts_gap: {min_gap: 3}\n")
+    local = api.filter(api.FilterOptions(inp=str(records), out=str(tmp_path / "local"), recipe=str(recipe)))
+    on_ray = api.filter(api.FilterOptions(inp=str(records), out=str(tmp_path / "ray"), recipe=str(recipe),
+                                          executor=api.Executor("ray", 3)))
+    for name in ("filtered.jsonl", "rejected.jsonl"):
+        assert read_jsonl(tmp_path / "ray" / name) == read_jsonl(tmp_path / "local" / name), name
+    # the faults were there to find: every step dropped something
+    assert all(row["records_dropped"] or row["negatives_dropped"] for row in local["steps"])
+    drop = lambda row: {k: v for k, v in row.items() if k not in ("seconds", "shards")}  # noqa: E731
+    assert [drop(r) for r in on_ray["steps"]] == [drop(r) for r in local["steps"]]
+    # heuristics and sts_gap ran as three shards; minhash needs every record and ran here
+    assert [r.get("shards") for r in on_ray["steps"]] == [3, None, 3]
+    run = json.loads((tmp_path / "ray" / "run.json").read_text())
+    assert run["params"]["executor"] == {"kind": "ray", "shards": 3}
+
+
+def _fails_on_odd(shard: list[int]) -> int:
+    if shard[0] % 2:
+        raise CurateError(f"shard {shard[0]}: a step's own error")
+    return shard[0]
+
+
+def test_a_workers_curate_error_is_its_one_line(tmp_path):
+    pytest.importorskip("ray")
+    with pytest.raises(CurateError, match=r"^shard 1: a step's own error$"):
+        map_shards(_fails_on_odd, [[0], [1]], Executor("ray", 2))
+    assert map_shards(_fails_on_odd, [[0], [2]], Executor("ray", 2)) == [0, 2]
