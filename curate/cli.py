@@ -49,6 +49,33 @@ def _llm_options(fn):
     return fn
 
 
+def _executor_options(what: str):
+    """Where a stage's shardable work runs (one definition for every command that has some)."""
+    def deco(fn):
+        options = [
+            click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+                         help=f"Where {what} runs: here, or on Ray workers in contiguous shards "
+                              "(pip install 'curate[ray]'); the results are the same."),
+            click.option("--workers", type=click.IntRange(min=1), default=4, show_default=True,
+                         help="Ray workers (shards at a time), with --executor ray."),
+            click.option("--ray-address", default=None,
+                         help="A Ray cluster to join ('auto': the one this machine is in); default: a local one."),
+            click.option("--gpus-per-worker", type=click.FloatRange(0.0), default=0.0, show_default=True,
+                         help="GPUs each Ray worker asks for (1 to encode on a GPU cluster)."),
+        ]
+        for option in reversed(options):
+            fn = option(fn)
+        return fn
+
+    return deco
+
+
+def _executor(kw: dict) -> Any:
+    from curate.core.executor import Executor
+
+    return Executor(kw.pop("executor"), kw.pop("workers"), kw.pop("ray_address"), kw.pop("gpus_per_worker"))
+
+
 def _family_options(fn=None, *, task_required: bool = True):
     """Which families, where to write, and when two tasks count as the same."""
     if fn is None:
@@ -162,26 +189,18 @@ def _stage_options(task_names, out: str, dedup_threshold: float, kw: dict[str, A
 @click.option("--doc-prompt", default=None, help="Prefix for documents given to the teacher (e.g. 'passage: ').")
 @click.option("--corpus", "corpus_path", type=click.Path(dir_okay=False), default=None,
               help="Real documents (JSONL with 'text', BEIR corpus.jsonl works) added to the teacher's ranking pool.")
-@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
-              help="Where per-record steps (heuristics, judges, sts_gap) run: here, or on Ray workers in "
-                   "contiguous shards; steps that need every record run here either way.")
-@click.option("--workers", type=click.IntRange(min=1), default=4, show_default=True,
-              help="Shards (Ray tasks) per per-record step, with --executor ray.")
-@click.option("--ray-address", default=None,
-              help="A Ray cluster to join ('auto': the one this machine is in); default: start a local one.")
+@_executor_options("the per-record steps (heuristics, judges, sts_gap) and the teacher's encoding")
 @_llm_options
-def filter_cmd(in_path, out, recipe, teacher, query_prompt, doc_prompt, corpus_path, executor, workers, ray_address,
-               **kw) -> None:
+def filter_cmd(in_path, out, recipe, teacher, query_prompt, doc_prompt, corpus_path, **kw) -> None:
     """Drop faulty records and negatives; every drop goes to rejected.jsonl with its step and reason.
 
     Judges (refute/answerability steps) use the LLM options below; by default the embedded model.
     """
-    from curate.core.executor import Executor
     from curate.filter.main import FilterOptions, filter_main
 
+    executor = _executor(kw)
     filter_main(FilterOptions(inp=in_path, out=out, recipe=recipe, teacher=teacher, query_prompt=query_prompt,
-                              doc_prompt=doc_prompt, corpus=corpus_path, llm=_llm_opts(kw),
-                              executor=Executor(executor, workers, ray_address)))
+                              doc_prompt=doc_prompt, corpus=corpus_path, llm=_llm_opts(kw), executor=executor))
 
 
 @cli.command()
@@ -309,6 +328,7 @@ def D(name: str):
 @click.option("--check-qrels", type=click.Path(dir_okay=False), default=None,
               help="BEIR qrels the miner did not see: report the share of negatives they call relevant.")
 @click.option("--limit", type=click.IntRange(1), default=None, help="Mine only the first N queries.")
+@_executor_options("the teachers' encoding of queries and corpus")
 def mine(**kw) -> None:
     """Mine hard negatives for queries with known positives (NV-Retriever's positive-aware methods).
 
@@ -317,6 +337,7 @@ def mine(**kw) -> None:
     from curate.mine.main import MineOptions, mine_main
 
     kw["index"] = kw.pop("index_kind")
+    kw["executor"] = _executor(kw)
     mine_main(MineOptions(**kw))
 
 

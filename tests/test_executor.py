@@ -11,7 +11,7 @@ from curate import api
 from curate.core.errors import CurateError
 from curate.core.executor import Executor, map_shards, merge_notes, split
 from curate.core.records import Negative, Record
-from tests.helpers import read_jsonl, scifact_pairs
+from tests.helpers import SHARED_DATA, read_jsonl, scifact_pairs
 
 
 def test_split_keeps_order_and_balances():
@@ -91,3 +91,50 @@ def test_a_workers_curate_error_is_its_one_line(tmp_path):
     with pytest.raises(CurateError, match=r"^shard 1: a step's own error$"):
         map_shards(_fails_on_odd, [[0], [1]], Executor("ray", 2))
     assert map_shards(_fails_on_odd, [[0], [2]], Executor("ray", 2)) == [0, 2]
+
+
+def _scifact_world(tmp_path, n_queries: int = 16, n_docs: int = 260):
+    """Real claims with their first relevant abstract, over a slice of the real corpus."""
+    folder = SHARED_DATA / "scifact"
+    corpus = [json.loads(line) for line in open(folder / "corpus.jsonl", encoding="utf-8")][:n_docs]
+    ids = {d["_id"] for d in corpus}
+    queries = {json.loads(line)["_id"]: json.loads(line)["text"] for line in open(folder / "queries.jsonl")}
+    pairs = []
+    for line in open(folder / "qrels" / "train.tsv", encoding="utf-8").read().splitlines()[1:]:
+        qid, did, _ = line.split("\t")
+        if did in ids and len(pairs) < n_queries:
+            pairs.append({"query": queries[qid], "positive": next(d["text"] for d in corpus if d["_id"] == did),
+                          "query_id": qid})
+    (tmp_path / "pairs.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs))
+    (tmp_path / "corpus.jsonl").write_text("".join(json.dumps({"_id": d["_id"], "text": d["text"]}) + "\n"
+                                                   for d in corpus))
+    return tmp_path / "pairs.jsonl", tmp_path / "corpus.jsonl"
+
+
+def test_mine_encodes_on_ray_workers_with_the_same_result(tmp_path, monkeypatch):
+    pytest.importorskip("ray")
+    import numpy as np
+
+    pairs, corpus = _scifact_world(tmp_path)
+    mined, vectors = {}, {}
+    for name, executor in (("local", api.Executor()), ("ray", api.Executor("ray", 2))):
+        cache = tmp_path / f"cache-{name}"  # each run encodes everything itself
+        monkeypatch.setenv("CURATE_CACHE_DIR", str(cache))
+        report = api.mine(api.MineOptions(out=str(tmp_path / name), pairs=str(pairs), corpus=str(corpus),
+                                          batch_size=4, plots=False, executor=executor))
+        # the corpus and the queries, none from a cache (in 128-text shards: a round of two, then one, on Ray)
+        assert report["teachers"][0]["texts_encoded"] > 260 and report["teachers"][0]["cache_hits"] == 0
+        mined[name] = read_jsonl(tmp_path / name / "mined.jsonl")
+        from curate.embed.cache import EmbeddingCache
+        from curate.embed.teacher import Teacher
+
+        texts = [json.loads(line)["text"] for line in corpus.read_text().splitlines()][:50]
+        vectors[name] = EmbeddingCache(cache / "embeddings").get_many(Teacher().model_id, "", texts)
+    # the workers' vectors went into the driver's cache, and they are the ones this process makes
+    assert all(v is not None for v in vectors["ray"])
+    assert np.allclose(np.stack(vectors["ray"]), np.stack(vectors["local"]), atol=1e-5)
+    negatives = lambda rows: [[n["doc_id"] for n in r["negatives"]] for r in rows]  # noqa: E731
+    assert len(mined["ray"]) == len(mined["local"]) == 16
+    assert negatives(mined["ray"]) == negatives(mined["local"])
+    run = json.loads((tmp_path / "ray" / "run.json").read_text())
+    assert run["params"]["executor"]["kind"] == "ray"

@@ -101,7 +101,7 @@ def resolved(arm: Arm) -> dict[str, Any]:
         return {"kind": "base"}
     if arm.kind == "st":
         return {"kind": "st", "st": {"positives": "all", "rows": "one", **arm.st}}
-    skip = {"out", "inputs"}
+    skip = {"out", "inputs", "executor"}  # where work runs never changes what it makes
     mine = {k: v for k, v in asdict(MineOptions(out="", **arm.mine)).items() if k not in skip}
     export = {k: v for k, v in asdict(ExportOptions(inputs=(), out="", **arm.export)).items() if k not in skip}
     return {"kind": "curate", "mine": mine, "filter": arm.filter, "export": export}

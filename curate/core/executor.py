@@ -14,6 +14,7 @@ at ``address`` (``"auto"``: the one this machine belongs to). Ray is an optional
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
@@ -29,12 +30,15 @@ class Executor:
     kind: Literal["local", "ray"] = "local"
     workers: int = field(default=1, metadata={"min": 1})  # shards per sharded step
     address: str | None = None  # a Ray cluster to join; None starts a local one
+    gpus: float = 0.0  # GPUs each Ray worker asks for (encoding on a GPU cluster: 1)
 
     def __post_init__(self):
         if self.kind not in ("local", "ray"):
             raise CurateError(f"--executor: choose local or ray, got {self.kind!r}")
         if not isinstance(self.workers, int) or self.workers < 1:
             raise CurateError(f"--workers must be at least 1, got {self.workers!r}")
+        if self.gpus < 0:
+            raise CurateError(f"--gpus-per-worker must be 0 or more, got {self.gpus!r}")
 
     @property
     def shards(self) -> int:
@@ -58,20 +62,68 @@ def map_shards(fn: Callable[[list[S]], R], shards: Sequence[list[S]], executor: 
     if executor.kind == "local" or len(shards) <= 1:
         return [fn(shard) for shard in shards]
     ray = _ray(executor)
-    task = ray.remote(_apply)
+    task = ray.remote(num_gpus=executor.gpus)(_apply) if executor.gpus else ray.remote(_apply)
     fn_ref = ray.put(fn)  # shipped once, shared by every shard's task
-    refs = [task.remote(fn_ref, shard) for shard in shards]
-    try:
-        return ray.get(refs)
-    except ray.exceptions.RayTaskError as e:
-        cause = e.cause if isinstance(getattr(e, "cause", None), BaseException) else None
-        if isinstance(cause, CurateError):
-            raise CurateError(str(cause)) from None  # a step's own one-line error, not Ray's wrapping
-        raise
+    return _get(ray, [task.remote(fn_ref, shard) for shard in shards])
 
 
 def _apply(fn: Callable[[list[S]], R], shard: list[S]) -> R:
     return fn(shard)
+
+
+class WorkerPool:
+    """Long-lived workers for rounds of shards: each worker is built once by ``make_worker``
+    (loading a model, say) and then takes one shard per round, so a model loads once per worker
+    however many rounds follow. In this process for a local executor, Ray actors otherwise."""
+
+    def __init__(self, make_worker: Callable[[], Callable[[S], R]], executor: Executor):
+        self.executor = executor
+        if executor.kind == "local":
+            self._local, self._actors = make_worker(), []
+            return
+        ray = _ray(executor)
+        actor = ray.remote(num_gpus=executor.gpus)(_Worker) if executor.gpus else ray.remote(_Worker)
+        self._local, self._actors = None, [actor.remote(make_worker) for _ in range(executor.workers)]
+
+    @property
+    def size(self) -> int:
+        return len(self._actors) or 1
+
+    def map(self, shards: Sequence[S]) -> list[R]:
+        """One round: shard i goes to worker i mod size; results in shard order."""
+        if self._local is not None:
+            return [self._local(shard) for shard in shards]
+        import ray
+
+        return _get(ray, [self._actors[i % len(self._actors)].run.remote(shard) for i, shard in enumerate(shards)])
+
+    def close(self) -> None:
+        if self._actors:
+            import ray
+
+            for a in self._actors:
+                ray.kill(a)
+            self._actors = []
+
+
+class _Worker:
+    """A Ray actor around one worker function (built in the actor's process)."""
+
+    def __init__(self, make_worker):
+        self.fn = make_worker()
+
+    def run(self, shard):
+        return self.fn(shard)
+
+
+def _get(ray, refs):
+    try:
+        return ray.get(refs)
+    except ray.exceptions.RayError as e:
+        cause = getattr(e, "cause", None)
+        if isinstance(cause, CurateError):
+            raise CurateError(str(cause)) from None  # the worker's own one-line error, not Ray's wrapping
+        raise
 
 
 def _ray(executor: Executor) -> Any:
@@ -84,8 +136,10 @@ def _ray(executor: Executor) -> Any:
                               "ignore_reinit_error": True, "configure_logging": False}
         if executor.address:
             ray.init(address=executor.address, **kw)
-        else:
-            ray.init(num_cpus=executor.workers, **kw)
+        else:  # "local": a new instance of our own, never another program's cluster on this machine
+            # Ray lowers its workers' priority by default; here they do the work the driver waits on
+            os.environ.setdefault("RAY_worker_niceness", "0")
+            ray.init(address="local", num_cpus=executor.workers, **kw)
     return ray
 
 

@@ -32,12 +32,14 @@ import sys
 import time
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from curate.embed.cache import EmbeddingCache
 from curate.core.errors import CurateError
+from curate.core.executor import Executor, WorkerPool
 
 BUNDLED_ID = "sentence-transformers/all-MiniLM-L6-v2"
 _BUNDLED_ALIASES = {BUNDLED_ID.lower(), "all-minilm-l6-v2", "minilm", "default", "bundled"}
@@ -164,9 +166,14 @@ class Teacher:
     def __init__(self, model: str | None = None, query_prompt: str | None = None,
                  doc_prompt: str | None = None, batch_size: int = 64,
                  cache: EmbeddingCache | bool | None = None, device: str | None = None,
-                 max_seq_length: int | None = None, precision: str = "fp32"):
+                 max_seq_length: int | None = None, precision: str = "fp32", executor: Executor | None = None):
         if precision not in PRECISIONS:
             raise CurateError(f"unknown precision {precision!r} (choose from {', '.join(PRECISIONS)})")
+        # how a worker builds the same model (encoding shards on other machines; no cache there)
+        self._spec = {"model": model, "batch_size": batch_size, "device": device, "max_seq_length": max_seq_length,
+                      "precision": precision}
+        self.executor = executor or Executor()
+        self._pool: WorkerPool | None = None  # encoding workers, started on first need
         self.batch_size = max(1, int(batch_size))
         self.precision = precision
         self._cache_arg = cache
@@ -290,10 +297,8 @@ class Teacher:
             self.cache_hits += int(found.sum())
         todo = sorted(np.flatnonzero(~found).tolist(), key=lambda j: len(uniq[j]), reverse=True)
         block = self.batch_size * 32  # written to the cache block by block
-        for i in range(0, len(todo), block):
-            rows = todo[i:i + block]
+        for rows, emb in self._encode_blocks(uniq, todo, block, prompt):
             part = [uniq[j] for j in rows]
-            emb = self._run_model(part, prompt)
             if self.cache is not None:
                 self.cache.put_many(self.model_id, prompt, part, emb)
             if out is None:
@@ -303,6 +308,28 @@ class Teacher:
         if len(uniq) == len(texts):
             return out
         return out[np.fromiter((row_of[t] for t in texts), dtype=np.int64, count=len(texts))]
+
+    def _encode_blocks(self, uniq: list[str], todo: list[int], block: int, prompt: str):
+        """(rows, embeddings) block by block: here, or with a sharding executor one block per
+        worker a round (each worker loads the model once)."""
+        if self.executor.shards <= 1:
+            for i in range(0, len(todo), block):
+                rows = todo[i:i + block]
+                yield rows, self._run_model([uniq[j] for j in rows], prompt)
+            return
+        if self._pool is None:
+            self._pool = WorkerPool(_ShardEncoder(self._spec), self.executor)
+        step = block * self._pool.size
+        for i in range(0, len(todo), step):
+            shards = [todo[k:k + block] for k in range(i, min(i + step, len(todo)), block)]
+            embs = self._pool.map([(prompt, [uniq[j] for j in rows]) for rows in shards])
+            yield from zip(shards, embs)
+
+    def close(self) -> None:
+        """Stop the encoding workers, if any were started (a local teacher has none)."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
         return self.encode(texts, self.query_prompt)
@@ -316,3 +343,15 @@ class Teacher:
     def __repr__(self) -> str:
         return (f"Teacher({self.model_id!r}, query_prompt={self.query_prompt!r}, "
                 f"doc_prompt={self.doc_prompt!r})")
+
+
+@dataclass(frozen=True)
+class _ShardEncoder:
+    """Builds, in a worker, the encoder for one teacher: the same model, no cache (the driver
+    keeps the cache), returning embeddings for each ``(prompt, texts)`` shard it is given."""
+
+    spec: dict
+
+    def __call__(self):
+        teacher = Teacher(**self.spec, cache=False)
+        return lambda shard: teacher._run_model(list(shard[1]), shard[0])

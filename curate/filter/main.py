@@ -23,11 +23,12 @@ from curate.progress import console
 from curate.core.records import read_records
 
 
-def _teacher_factory(cfg: dict[str, Any]):
+def _teacher_factory(cfg: dict[str, Any], executor: Executor | None = None):
     def build():
         from curate.embed.teacher import Teacher
 
-        return Teacher(model=cfg.get("model"), query_prompt=cfg.get("query_prompt"), doc_prompt=cfg.get("doc_prompt"))
+        return Teacher(model=cfg.get("model"), query_prompt=cfg.get("query_prompt"), doc_prompt=cfg.get("doc_prompt"),
+                       executor=executor)
 
     return build
 
@@ -94,9 +95,11 @@ def _filter(records, in_path: Path, out_dir: Path, run, recipe, teacher, query_p
     for key, value in (("model", teacher), ("query_prompt", query_prompt), ("doc_prompt", doc_prompt)):
         if value is not None:
             teacher_cfg[key] = value
-    ctx = FilterContext(out_dir=out_dir, teacher_factory=_teacher_factory(teacher_cfg),
+    ctx = FilterContext(out_dir=out_dir, teacher_factory=_teacher_factory(teacher_cfg, executor),
                         llm_factory=_judge_factory(llm_opts, out_dir), corpus=corpus)
     kept, rows = run_steps(records, recipe, ctx, executor)
+    if ctx._teacher is not None:
+        ctx._teacher.close()  # free any encoding workers
     plots = []
     if any(r.teacher is not None for r in records):
         from curate.filter.plots import write_plots

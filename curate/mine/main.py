@@ -58,7 +58,7 @@ def _teachers(opts: MineOptions):
 
     names = list(opts.teachers) or [None]
     return [Teacher(model=n, query_prompt=opts.query_prompt, doc_prompt=opts.doc_prompt,
-                    batch_size=opts.batch_size) for n in names]
+                    batch_size=opts.batch_size, executor=opts.executor) for n in names]
 
 
 def _level(i: int, k: int) -> int:
@@ -194,6 +194,8 @@ def _mine(opts: MineOptions, cfg: MineConfig, run, teachers, rescorer) -> dict[s
         del dvecs, qvecs, index
     timings["encode_s"] = encode_s
     timings["search_s"] = search_s
+    for teacher in teachers:  # encoding is over: free any encoding workers
+        getattr(teacher, "close", lambda: None)()
 
     t = time.perf_counter()
     min_negs = opts.min_negatives if opts.min_negatives is not None else (0 if opts.records else 1)

@@ -3,8 +3,9 @@ search loop (``SearchSettings``) and the presets (``Knobs``) declare their own p
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from curate.core.executor import Executor
 from curate.negatives.knobs import Knobs
 
 
@@ -72,3 +73,4 @@ class MineOptions(SearchSettings, Knobs):
     positive_top: int = 0  # >0: drop queries whose own positive the teacher ranks below this (Linq used 10)
     check_qrels: str | None = None
     plots: bool = True
+    executor: Executor = field(default_factory=Executor)  # where the teachers encode (local or Ray workers)
