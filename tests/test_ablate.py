@@ -72,7 +72,8 @@ def test_tiny_grid_report_baseline_and_resume(tiny, monkeypatch):
     assert report["best_baseline"] == "st"
     st_run, cur_run = report["runs"]["st"][0], report["runs"]["default"][0]
     assert st_run["training"]["order"] == "no-duplicates" and st_run["training"]["negatives_per_row"] == 2
-    assert cur_run["training"]["order"] == "export" and cur_run["training"]["negatives_per_row"] == 2
+    # curate's default export: each row carries its record's hardest negative
+    assert cur_run["training"]["order"] == "export" and cur_run["training"]["negatives_per_row"] == 1
     assert cur_run["training"]["rows"] <= 20 and st_run["training"]["rows"] <= 20  # the 20 sampled queries
     # the baseline's rows: sentence-transformers' miner on the same queries, one row per query
     st_rows = report["runs"]["st"][0]["training"]["rows"]
@@ -175,3 +176,21 @@ def test_results_made_before_an_option_existed_are_refiled(tmp_path):
     assert moved["options"] == now and moved["refiled_from"] == "old"
     assert not (tmp_path / "runs" / "rec").exists()
     assert refile_older_results(tmp_path, {"new": now, "rec": record}, defaults) == 0  # once
+
+
+def test_an_unset_negatives_per_row_under_a_level_curriculum_is_one_negative(tmp_path):
+    import json
+
+    from curate.ablate.main import refile_older_results
+
+    mgh_then = {"kind": "curate", "mine": {}, "export": {"curriculum": "mgh", "negatives_per_row": None}}
+    none_then = {"kind": "curate", "mine": {}, "export": {"curriculum": "none", "negatives_per_row": None}}
+    for key, options in (("mgh-then", mgh_then), ("none-then", none_then)):
+        (tmp_path / "runs" / key).mkdir(parents=True)
+        (tmp_path / "runs" / key / "seed-0.json").write_text(json.dumps({"metrics": {}, "options": options}))
+    mgh_now = {**mgh_then, "export": {"curriculum": "mgh", "negatives_per_row": 1}}
+    none_now = {**none_then, "export": {"curriculum": "none", "negatives_per_row": 1}}
+    # mgh always gave one negative a row: the same run; none gave every negative: not the same run
+    assert refile_older_results(tmp_path, {"mgh-now": mgh_now, "none-now": none_now}, mgh_now) == 1
+    assert (tmp_path / "runs" / "mgh-now" / "seed-0.json").exists()
+    assert not (tmp_path / "runs" / "none-now").exists()

@@ -223,9 +223,16 @@ def test_fixed_random_and_none_arms(data):
     assert max(Counter(seq).values()) < 0.3 * len(seq)
     again, _ = _export(data["tmp"], [data["gen"]], "random", curriculum="random", dev_fraction=0, seed=3)
     assert [(r.record_id, r.levels) for r in again] == [(r.record_id, r.levels) for r in rand]
-    none, _ = _export(data["tmp"], [data["gen"]], "none", curriculum="none", dev_fraction=0, instruction="none")
     by_id = {r.id: r for r in data["generated"]}
+    # none, the default: each row carries its record's hardest negative
+    none, report = _export(data["tmp"], [data["gen"]], "none", curriculum="none", dev_fraction=0, instruction="none")
+    assert report["parameters"]["negatives_per_row"] == 1
     for r in none:
+        assert r.levels == [1] and r.phase is None
+        assert r.negatives == [next(n.text for n in by_id[r.record_id].negatives if n.level == 1)]
+    every, _ = _export(data["tmp"], [data["gen"]], "none-all", curriculum="none", dev_fraction=0, instruction="none",
+                       negatives_per_row=None)
+    for r in every:
         assert r.levels == [1, 2, 3, 4] and r.phase is None
         assert r.negatives == [n.text for n in sorted(by_id[r.record_id].negatives, key=lambda n: n.level)]
 
@@ -234,7 +241,7 @@ def test_ordered_keeps_every_negative_and_trains_easy_records_first(data):
     """``ordered``: all of a record's negatives on its row (as ``none``), records in four
     phases by the mean level of their negatives, easiest first."""
     rows, report = _export(data["tmp"], [data["mined"]], "ordered", curriculum="ordered", batch_size=8,
-                           dev_fraction=0)
+                           dev_fraction=0, negatives_per_row=None)
     train = [r for r in rows if r.split == "train"]
     items, _ = load_inputs([data["mined"]])
     all_levels = dict(zip((it.record.id for it in items), assign_levels(items)[0]))

@@ -91,7 +91,7 @@ def test_an_export_format_is_one_registered_writer(tmp_path):
     try:
         recs = _records(tmp_path / "in.jsonl")
         report = api.export(api.ExportOptions(inputs=(str(recs),), out=str(tmp_path / "e"), formats=("tsv-triplets",),
-                                              batch_size=2))
+                                              batch_size=2, negatives_per_row=None))  # both negatives a row
         lines = list(csv.reader(open(tmp_path / "e" / "triplets.tsv", encoding="utf-8"), delimiter="\t"))
         assert len(lines) == sum(2 for _ in read_jsonl(recs)) and all(len(x) == 3 for x in lines)
         assert report["outputs"] == {"tsv-triplets": ["triplets.tsv"]}

@@ -115,6 +115,17 @@ def _with_new_defaults(old: Any, defaults: Any) -> Any:
             **{k: _with_new_defaults(v, defaults.get(k)) for k, v in old.items()}}
 
 
+def _effective(options: Any) -> Any:
+    """Options as the export reads them: under a level curriculum (mgh, fixed:N, ...) an unset
+    ``negatives_per_row`` has always meant one negative a row, so both spellings are one run."""
+    export = options.get("export") if isinstance(options, dict) else None
+    if not isinstance(export, dict) or export.get("negatives_per_row") is not None:
+        return options
+    if str(export.get("curriculum", "none")) in ("none", "ordered"):
+        return options
+    return {**options, "export": {**export, "negatives_per_row": 1}}
+
+
 def refile_older_results(work: Path, wanted: dict[str, dict[str, Any]],
                          defaults: dict[str, Any] | None = None) -> int:
     """A result made before an option existed was made with that option's default (options are
@@ -135,7 +146,7 @@ def refile_older_results(work: Path, wanted: dict[str, dict[str, Any]],
             continue
         old = result.get("options")
         for key, now in wanted.items():
-            if old == now or _with_new_defaults(old, defaults) != now:
+            if old == now or _with_new_defaults(_effective(old), defaults) != _effective(now):
                 continue
             target = work / "runs" / key / path.name
             if not target.exists():

@@ -5,6 +5,23 @@ from __future__ import annotations
 import click
 
 
+class _PerRow(click.ParamType):
+    """A positive count, or ``all`` (None: every negative of the record)."""
+
+    name = "N|all"
+
+    def convert(self, value, param, ctx):
+        if value is None or (isinstance(value, str) and value.strip().lower() == "all"):
+            return None
+        try:
+            n = int(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r}: give a count of at least 1, or 'all'", param, ctx)
+        if n < 1:
+            self.fail(f"{value!r}: give a count of at least 1, or 'all'", param, ctx)
+        return n
+
+
 @click.command()
 @click.option("--in", "inputs", multiple=True, required=True, type=click.Path(dir_okay=False),
               help="Records to export (JSONL from generate, filter, mine or convert); repeatable. "
@@ -15,11 +32,13 @@ import click
               help="hf, sentence-transformers, flagembedding, tevatron, nemo, beir, or all "
                    "(several: one subfolder each); repeatable.")
 @click.option("--curriculum", default="none", show_default=True,
-              help="none (all negatives on every row, hardest first), ordered (the same, records easy to hard "
+              help="none (the record's hardest negatives on every row, see --negatives-per-row), ordered (the "
+                   "same, records easy to hard "
                    "in four phases), mgh (phases of level 4, 3, 2, 1 negatives, one per row), reverse "
                    "(1, 2, 3, 4), random (a random level per row) or fixed:N.")
-@click.option("--negatives-per-row", type=int, default=None,
-              help="Negatives per row [default: all with none and ordered, 1 with a level curriculum].")
+@click.option("--negatives-per-row", type=_PerRow(), default="1", show_default=True,
+              help="Negatives each row carries, its record's hardest first (one of its phase's level under a "
+                   "level curriculum); 'all': every negative of the record (with none and ordered).")
 @click.option("--gap-levels", type=click.Choice(["export", "record"]), default="export", show_default=True,
               help="Levels of mined negatives from the teacher gap: quartiles over the whole export, "
                    "or the gap's rank within each record (every record then has all four levels).")

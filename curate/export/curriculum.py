@@ -6,8 +6,9 @@ Arms (MGH's ablation, Section 4.1 of "Negative Matters"):
   (easy to hard); ``reverse``: 1, 2, 3, 4.
 * ``random``: one phase; every row draws its level at random (seeded).
 * ``fixed:N``: one phase, level N throughout.
-* ``none``: one phase; each row carries all of its record's negatives, hardest first.
-* ``ordered``: every row carries all of its negatives (as ``none``), and the records are
+* ``none``: one phase; each row carries its record's hardest ``negatives_per_row`` negatives
+  (all of them when that is None), hardest first.
+* ``ordered``: rows as in ``none``, and the records are
   trained easy to hard: sorted by the mean level of their negatives (easiest first) and cut
   into four equal phases, so MGH's order costs no negatives.
 
@@ -150,8 +151,8 @@ def pick(levels: Sequence[int], target: int | None, n: int | None) -> list[int]:
 
 class RowNegatives:
     """The negatives each row carries: ``per_row`` of its phase's level (a seeded draw per row
-    for ``random``; the nearest levels where the record lacks it), or every negative under
-    ``ordered`` and ``none``.  Dev rows (``phase=None``) carry the hardest, as many as training rows."""
+    for ``random``; the nearest levels where the record lacks it), or the hardest ``per_row`` (every
+    one when None) under ``ordered`` and ``none``.  Dev rows (``phase=None``) carry the hardest, as many as training rows."""
 
     def __init__(self, curriculum: Curriculum, per_row: int | None, seed: int):
         self.curriculum = curriculum
