@@ -72,27 +72,21 @@ def _apply(fn: Callable[[list[S]], R], shard: list[S]) -> R:
 
 
 class WorkerPool:
-    """Long-lived workers for rounds of shards: each worker is built once by ``make_worker``
+    """Long-lived Ray workers for rounds of shards: each worker is built once by ``make_worker``
     (loading a model, say) and then takes one shard per round, so a model loads once per worker
-    however many rounds follow. In this process for a local executor, Ray actors otherwise."""
+    however many rounds follow."""
 
     def __init__(self, make_worker: Callable[[], Callable[[S], R]], executor: Executor):
-        self.executor = executor
-        if executor.kind == "local":
-            self._local, self._actors = make_worker(), []
-            return
         ray = _ray(executor)
         actor = ray.remote(num_gpus=executor.gpus)(_Worker) if executor.gpus else ray.remote(_Worker)
-        self._local, self._actors = None, [actor.remote(make_worker) for _ in range(executor.workers)]
+        self._actors = [actor.remote(make_worker) for _ in range(executor.workers)]
 
     @property
     def size(self) -> int:
-        return len(self._actors) or 1
+        return len(self._actors)
 
     def map(self, shards: Sequence[S]) -> list[R]:
         """One round: shard i goes to worker i mod size; results in shard order."""
-        if self._local is not None:
-            return [self._local(shard) for shard in shards]
         import ray
 
         return _get(ray, [self._actors[i % len(self._actors)].run.remote(shard) for i, shard in enumerate(shards)])
