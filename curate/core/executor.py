@@ -62,9 +62,14 @@ def map_shards(fn: Callable[[list[S]], R], shards: Sequence[list[S]], executor: 
     if executor.kind == "local" or len(shards) <= 1:
         return [fn(shard) for shard in shards]
     ray = _ray(executor)
-    task = ray.remote(num_gpus=executor.gpus)(_apply) if executor.gpus else ray.remote(_apply)
+    task = _remote(ray, _apply, executor)
     fn_ref = ray.put(fn)  # shipped once, shared by every shard's task
     return _get(ray, [task.remote(fn_ref, shard) for shard in shards])
+
+
+def _remote(ray, target, executor: Executor):
+    """``target`` as a Ray task or actor asking for the executor's GPUs (none: Ray's CPU default)."""
+    return ray.remote(num_gpus=executor.gpus)(target) if executor.gpus else ray.remote(target)
 
 
 def _apply(fn: Callable[[list[S]], R], shard: list[S]) -> R:
@@ -78,7 +83,7 @@ class WorkerPool:
 
     def __init__(self, make_worker: Callable[[], Callable[[S], R]], executor: Executor):
         ray = _ray(executor)
-        actor = ray.remote(num_gpus=executor.gpus)(_Worker) if executor.gpus else ray.remote(_Worker)
+        actor = _remote(ray, _Worker, executor)
         self._actors = [actor.remote(make_worker) for _ in range(executor.workers)]
 
     @property
