@@ -62,6 +62,11 @@ def main() -> None:
             sys.exit(f"curate ablate {name} failed ({proc.returncode})")
         results[name] = json.loads((out / "ablate_report.json").read_text())
 
+    for name in ("scifact", "nfcorpus"):  # keep the other set's figures: the file covers both
+        report = Path(args.runs) / f"ablate-{name}-{args.form}" / "ablate_report.json"
+        if name not in results and report.is_file():
+            results[name] = json.loads(report.read_text())
+    results = {n: results[n] for n in ("scifact", "nfcorpus") if n in results}
     path = REPO / "bench" / "results" / f"ablate-{args.form}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     machine = {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()}

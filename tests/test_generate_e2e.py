@@ -137,5 +137,19 @@ def test_filter_the_bundled_model_output(six_families, tmp_path):
     report = json.loads((fout / "filter_report.json").read_text())
     assert report["records_in"] == len(records) and report["records_kept"] == len(kept)
     for r in kept:
-        assert "teacher" in r["scores"]
+        assert r["teacher"] and r["teacher"]["model"], "the teacher step records its scores on every kept record"
         assert r["negatives"], "a kept record keeps at least one negative"
+    # the tiny model's texts rarely pass the default recipe, so the teacher's fields are checked on
+    # every record by a recipe whose only step ranks without limits (it drops nothing)
+    recipe = tmp_path / "rank-only.yaml"
+    recipe.write_text("steps:\n  - teacher_rank: {positive_top: 0, negative_bottom: 0, drop_if_negative_outranks: false}\n")
+    rout = tmp_path / "ranked"
+    res = run_curate("filter", "--in", str(out / "generated.jsonl"), "--out", str(rout), "--recipe", str(recipe),
+                     env={"CURATE_CACHE_DIR": str(tmp_path / "cache")}, timeout=HANG_S)
+    assert res.returncode == 0, res.stderr
+    ranked = read_jsonl(rout / "filtered.jsonl")
+    assert [r["id"] for r in ranked] == [r["id"] for r in records]
+    for r in ranked:
+        t = r["teacher"]
+        assert t["model"].endswith("all-MiniLM-L6-v2") and -1.0 <= t["positive"] <= 1.0
+        assert t["positive_rank"] >= 1 and len(t["negative_ranks"]) == len(r["negatives"])
