@@ -13,6 +13,7 @@ import yaml
 
 from curate import __version__
 from curate.core.errors import CurateError
+from curate.executor_options import executor_from, executor_options
 
 
 def _llm_options(fn):
@@ -47,33 +48,6 @@ def _llm_options(fn):
     for option in reversed(options):
         fn = option(fn)
     return fn
-
-
-def _executor_options(what: str):
-    """Where a stage's shardable work runs (one definition for every command that has some)."""
-    def deco(fn):
-        options = [
-            click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
-                         help=f"Where {what} runs: here, or on Ray workers in contiguous shards "
-                              "(pip install 'curate[ray]'); the results are the same."),
-            click.option("--workers", type=click.IntRange(min=1), default=4, show_default=True,
-                         help="Ray workers (shards at a time), with --executor ray."),
-            click.option("--ray-address", default=None,
-                         help="A Ray cluster to join ('auto': the one this machine is in); default: a local one."),
-            click.option("--gpus-per-worker", type=click.FloatRange(0.0), default=0.0, show_default=True,
-                         help="GPUs each Ray worker asks for (1 to encode on a GPU cluster)."),
-        ]
-        for option in reversed(options):
-            fn = option(fn)
-        return fn
-
-    return deco
-
-
-def _executor(kw: dict) -> Any:
-    from curate.core.executor import Executor
-
-    return Executor(kw.pop("executor"), kw.pop("workers"), kw.pop("ray_address"), kw.pop("gpus_per_worker"))
 
 
 def _family_options(fn=None, *, task_required: bool = True):
@@ -189,7 +163,7 @@ def _stage_options(task_names, out: str, dedup_threshold: float, kw: dict[str, A
 @click.option("--doc-prompt", default=None, help="Prefix for documents given to the teacher (e.g. 'passage: ').")
 @click.option("--corpus", "corpus_path", type=click.Path(dir_okay=False), default=None,
               help="Real documents (JSONL with 'text', BEIR corpus.jsonl works) added to the teacher's ranking pool.")
-@_executor_options("the per-record steps (heuristics, judges, sts_gap) and the teacher's encoding")
+@executor_options("the per-record steps (heuristics, judges, sts_gap) and the teacher's encoding")
 @_llm_options
 def filter_cmd(in_path, out, recipe, teacher, query_prompt, doc_prompt, corpus_path, **kw) -> None:
     """Drop faulty records and negatives; every drop goes to rejected.jsonl with its step and reason.
@@ -198,7 +172,7 @@ def filter_cmd(in_path, out, recipe, teacher, query_prompt, doc_prompt, corpus_p
     """
     from curate.filter.main import FilterOptions, filter_main
 
-    executor = _executor(kw)
+    executor = executor_from(kw)
     filter_main(FilterOptions(inp=in_path, out=out, recipe=recipe, teacher=teacher, query_prompt=query_prompt,
                               doc_prompt=doc_prompt, corpus=corpus_path, llm=_llm_opts(kw), executor=executor))
 
@@ -328,7 +302,7 @@ def D(name: str):
 @click.option("--check-qrels", type=click.Path(dir_okay=False), default=None,
               help="BEIR qrels the miner did not see: report the share of negatives they call relevant.")
 @click.option("--limit", type=click.IntRange(1), default=None, help="Mine only the first N queries.")
-@_executor_options("the teachers' encoding of queries and corpus")
+@executor_options("the teachers' encoding of queries and corpus")
 def mine(**kw) -> None:
     """Mine hard negatives for queries with known positives (NV-Retriever's positive-aware methods).
 
@@ -337,7 +311,7 @@ def mine(**kw) -> None:
     from curate.mine.main import MineOptions, mine_main
 
     kw["index"] = kw.pop("index_kind")
-    kw["executor"] = _executor(kw)
+    kw["executor"] = executor_from(kw)
     mine_main(MineOptions(**kw))
 
 

@@ -54,11 +54,19 @@ def _say(log):
     return lambda msg: log.append(msg)
 
 
-def test_tiny_grid_report_baseline_and_resume(tiny, monkeypatch):
-    monkeypatch.setenv("CURATE_CACHE_DIR", str(tiny["tmp"] / "cache"))
-    out = tiny["tmp"] / "out"
+@pytest.fixture(scope="module")
+def finished(tiny):
+    """The tiny grid run once, here, as a user would: its report, log and folder."""
     log: list[str] = []
-    report = run_ablate(AblateOptions(grid=str(tiny["grid"]), out=str(out), say=_say(log)))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CURATE_CACHE_DIR", str(tiny["tmp"] / "cache"))
+        report = run_ablate(AblateOptions(grid=str(tiny["grid"]), out=str(tiny["tmp"] / "out"), say=_say(log)))
+    return {"report": report, "log": log, "out": tiny["tmp"] / "out"}
+
+
+def test_tiny_grid_report_baseline_and_resume(tiny, finished, monkeypatch):
+    monkeypatch.setenv("CURATE_CACHE_DIR", str(tiny["tmp"] / "cache"))
+    out, log, report = finished["out"], list(finished["log"]), finished["report"]
     work = Path(report["work"])
     rows = {r["arm"]: r for r in report["summary"]}
     assert set(rows) == {"base", "st", "default", "same-as-default"}
@@ -105,6 +113,42 @@ def test_tiny_grid_report_baseline_and_resume(tiny, monkeypatch):
     assert proc.returncode == 0, proc.stderr
     shown = proc.stdout + proc.stderr
     assert "0 run(s) to do" in shown and "same-as-default" in shown and "vs st" in shown
+
+
+def test_runs_train_on_ray_workers_as_they_do_here(tiny, finished, monkeypatch):
+    """--executor ray: the data is made once in the driver, every run trains and is evaluated on a
+    Ray worker, and each result is filed by the driver as it arrives (same report layout, same
+    figures as the runs made in this process up to thread-count rounding)."""
+    import shutil
+
+    from curate.core.executor import Executor
+
+    pytest.importorskip("ray")
+    monkeypatch.setenv("CURATE_CACHE_DIR", str(tiny["tmp"] / "cache"))
+    here = finished["report"]
+    out = tiny["tmp"] / "out-ray"
+    shutil.copytree(finished["out"], out)
+    work = out / Path(here["work"]).name
+    for arm in ("st", "default"):  # as if these runs had never finished
+        shutil.rmtree(work / "runs" / here["arms"][arm]["key"])
+    kept = {p: p.stat().st_mtime_ns for p in (work / "runs").rglob("*.json")}
+    assert kept  # base's run stays
+    data_made = {p: p.stat().st_mtime_ns for p in work.glob("*/*/*") if p.parent.parent.name in ("mined", "exports")}
+    log: list[str] = []
+    report = run_ablate(AblateOptions(grid=str(tiny["grid"]), out=str(out), say=_say(log),
+                                      executor=Executor("ray", workers=2)))
+    assert log[0].startswith("4 run(s) to do") and "training 4 run(s) on Ray workers, 2 at a time" in log
+    assert sum(": ndcg@10 " in m for m in log) == 4
+    assert {p: p.stat().st_mtime_ns for p in kept} == kept  # finished runs untouched
+    assert {p: p.stat().st_mtime_ns for p in data_made} == data_made  # mined sets and exports reused
+    assert [r["arm"] for r in report["summary"]] == [r["arm"] for r in here["summary"]]
+    for arm in ("st", "default", "same-as-default"):
+        ray_runs, local_runs = report["runs"][arm], here["runs"][arm]
+        assert [r["seed"] for r in ray_runs] == [0, 1]
+        for a, b in zip(ray_runs, local_runs):
+            assert a["options"] == b["options"] and a["training"]["rows"] == b["training"]["rows"]
+            assert a["metrics"]["ndcg@10"] == pytest.approx(b["metrics"]["ndcg@10"], abs=0.01)
+    assert not any((work / "models").iterdir())
 
 
 @pytest.mark.parametrize("text,needle", [

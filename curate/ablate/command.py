@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from curate.executor_options import executor_from, executor_options
+
 
 @click.command(name="ablate")
 @click.argument("grid", type=click.Path(dir_okay=False))
@@ -20,16 +22,20 @@ import click
               help="Evaluate on Linq's light set or the full split (default: as the grid says).")
 @click.option("--keep-models", is_flag=True, help="Keep every fine-tuned model under OUT/.../models.")
 @click.option("--report", "report_only", is_flag=True, help="Only gather the runs finished so far; train nothing.")
-def ablate(grid, out, seeds, steps, queries, max_seq_length, arms, light, keep_models, report_only) -> None:
+@executor_options("the runs' training and evaluation", unit="runs")
+def ablate(grid, out, seeds, steps, queries, max_seq_length, arms, light, keep_models, report_only, **kw) -> None:
     """Train the student on every arm of GRID, several seeds each, and compare them.
 
     Arms are curate recipes (mine / filter / export options), sentence-transformers'
     mine_hard_negatives (kind: st) and the untrained student (kind: base).  Prints mean ± std
     of NDCG@10 per arm and the difference to base and to the best baseline.
+
+    With --executor ray the runs train on Ray workers, several at once (--gpus-per-worker 1 on a
+    GPU cluster); their data is made here first, and OUT must be a folder every worker can read.
     """
     from curate.ablate.main import AblateOptions, ablate_main
 
     ablate_main(AblateOptions(grid=grid, out=out, seeds=tuple(seeds), steps=steps, queries=queries,
                               max_seq_length=max_seq_length, arms=tuple(arms),
                               light=light, keep_models=keep_models,
-                              report_only=report_only))
+                              report_only=report_only, executor=executor_from(kw)))

@@ -14,8 +14,8 @@ continues with the runs that have no result yet.
 
 from __future__ import annotations
 
+import functools
 import json
-
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -27,6 +27,7 @@ from curate.ablate import report as rep
 from curate.ablate.grid import Arm, Grid, load_grid
 from curate.ablate.train import fine_tune
 from curate.core.errors import CurateError
+from curate.core.executor import Executor, map_unordered
 from curate.core.jsonl import atomic_write_json
 
 REPORT = "ablate_report.json"
@@ -45,6 +46,7 @@ class AblateOptions:
     light: bool | None = None  # override the grid's evaluation mode
     keep_models: bool = False
     report_only: bool = False  # gather the finished runs; train nothing
+    executor: Executor | None = None  # where the runs train (Ray: several at once, one GPU each)
     say: Any = field(default=None, repr=False)
 
 
@@ -228,15 +230,51 @@ def run_ablate(opts: AblateOptions) -> dict[str, Any]:
             if not opts.report_only and not _result_path(work, keys[arm.name], s).is_file():
                 todo.setdefault((keys[arm.name], s), []).append(arm)
     say(f"{len(todo)} run(s) to do in {work}")
-    for n, ((key, seed), arms) in enumerate(todo.items(), 1):
-        arm = arms[0]
-        names = ", ".join(a.name for a in arms)
-        say(f"[{n}/{len(todo)}] arm{'s' if len(arms) > 1 else ''} {names}, seed {seed}")
-        result = run_one(grid, arm, seed, work, qrels, opts.keep_models)
-        result["options"] = resolved(arm)
+    runs = [(arms, seed, key) for (key, seed), arms in todo.items()]
+    job = functools.partial(_run_cell, grid, work, qrels, opts.keep_models)
+    executor = opts.executor or Executor()
+
+    def file(run, result):  # each run filed as it finishes: a stopped grid keeps it
+        arms, seed, key = run
         atomic_write_json(_result_path(work, key, seed), result)
-        say(f"  {names} seed {seed}: ndcg@10 {result['metrics']['ndcg@10']:.4f} ({result['wall_s']:.0f} s)")
+        say(f"  {', '.join(a.name for a in arms)} seed {seed}: ndcg@10 {result['metrics']['ndcg@10']:.4f} "
+            f"({result['wall_s']:.0f} s)")
+
+    # the untrained model is only evaluated: it stays here, as does everything without Ray
+    sent = [r for r in runs if executor.kind == "ray" and r[0][0].kind != "base"]
+    for n, run in enumerate(runs, 1):
+        if run not in sent:
+            arms, seed, _ = run
+            say(f"[{n}/{len(runs)}] arm{'s' if len(arms) > 1 else ''} {', '.join(a.name for a in arms)}, seed {seed}")
+            file(run, job(run))
+    if sent:
+        _prepare(grid, [(arms[0], seed) for arms, seed, _ in sent], work, qrels)
+        say(f"training {len(sent)} run(s) on Ray workers, {executor.workers} at a time")
+        for i, result in map_unordered(job, sent, executor):
+            file(sent[i], result)
     return write_report(grid, work, Path(opts.out))
+
+
+def _run_cell(grid: Grid, work: Path, qrels: Path, keep_model: bool, run) -> dict[str, Any]:
+    """One arm x seed, trained and evaluated (in this process or on a Ray worker)."""
+    arms, seed, _ = run
+    _quiet()
+    return {**run_one(grid, arms[0], seed, work, qrels, keep_model), "options": resolved(arms[0])}
+
+
+def _prepare(grid: Grid, runs: list[tuple[Arm, int]], work: Path, qrels: Path) -> None:
+    """What the runs share, made here before their training goes to workers: mined sets,
+    exports, sentence-transformers' sets and the light evaluation set are each made once, so
+    two workers never make the same one at once."""
+    for arm, seed in runs:
+        _rows(grid, arm, seed, work, qrels)
+    if grid.light:
+        from curate.evaluate import store
+        from curate.evaluate.main import EvalOptions, load_data, obtain_light_set
+
+        eval_opts = EvalOptions(data=grid.eval_data, split=grid.eval_split, light=True)
+        data_, qids = load_data(eval_opts.data, eval_opts.split)
+        obtain_light_set(eval_opts, data_, qids, store.dataset_identity(eval_opts.data, eval_opts.split))
 
 
 def write_report(grid: Grid, work: Path, out: Path) -> dict[str, Any]:

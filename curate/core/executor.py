@@ -15,7 +15,7 @@ at ``address`` (``"auto"``: the one this machine belongs to). Ray is an optional
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -67,9 +67,50 @@ def map_shards(fn: Callable[[list[S]], R], shards: Sequence[list[S]], executor: 
     return _get(ray, [task.remote(fn_ref, shard) for shard in shards])
 
 
+def map_unordered(fn: Callable[[S], R], items: Sequence[S], executor: Executor) -> Iterator[tuple[int, R]]:
+    """``fn`` over each item, yielding ``(index, result)`` as each finishes, at most ``workers``
+    at a time: for long independent jobs (a training run each) whose results the caller files
+    one by one, so that a stopped run keeps every finished one."""
+    if executor.kind == "local":
+        for i, item in enumerate(items):
+            yield i, fn(item)
+        return
+    ray = _ray(executor)
+    task = _remote(ray, _call, executor)
+    fn_ref = ray.put(fn)
+    waiting = list(enumerate(items))
+    running: dict[Any, int] = {}
+    try:
+        while waiting or running:
+            while waiting and len(running) < executor.workers:
+                i, item = waiting.pop(0)
+                running[task.remote(fn_ref, item)] = i
+            [ready], _ = ray.wait(list(running), num_returns=1)
+            i = running.pop(ready)
+            yield i, _get(ray, ready)
+    finally:
+        for ref in running:  # the caller stopped early or a job failed: cancel the rest
+            ray.cancel(ref, force=True)
+
+
+def _call(fn: Callable[[S], R], item: S) -> R:
+    return fn(item)
+
+
+# settings a worker needs to find what the driver made (caches, models); never credentials
+_PASSED_ENV = ("CURATE_CACHE_DIR", "CURATE_GGUF", "CURATE_VLLM_PYTHON", "HF_HOME", "HF_HUB_OFFLINE",
+               "TRANSFORMERS_OFFLINE", "SENTENCE_TRANSFORMERS_HOME", "TQDM_DISABLE")
+
+
 def _remote(ray, target, executor: Executor):
-    """``target`` as a Ray task or actor asking for the executor's GPUs (none: Ray's CPU default)."""
-    return ray.remote(num_gpus=executor.gpus)(target) if executor.gpus else ray.remote(target)
+    """``target`` as a Ray task or actor asking for the executor's GPUs (none: Ray's CPU default),
+    run with the driver's cache and model settings (a Ray instance started earlier in this
+    process, or on another machine, would otherwise use its own)."""
+    env = {k: os.environ[k] for k in _PASSED_ENV if k in os.environ}
+    opts: dict[str, Any] = {"runtime_env": {"env_vars": env}} if env else {}
+    if executor.gpus:
+        opts["num_gpus"] = executor.gpus
+    return ray.remote(**opts)(target) if opts else ray.remote(target)
 
 
 def _apply(fn: Callable[[list[S]], R], shard: list[S]) -> R:

@@ -1,0 +1,37 @@
+"""The command-line options that say where a command's parallel work runs (one definition for
+every command that has some: ``filter``, ``mine``, ``ablate``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+
+def executor_options(what: str, unit: str = "shards"):
+    """``--executor``, ``--workers``, ``--ray-address`` and ``--gpus-per-worker`` on a command;
+    ``what`` names the work they move, ``unit`` what one worker takes at a time."""
+    def deco(fn):
+        options = [
+            click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+                         help=f"Where {what} runs: here, or on Ray workers (pip install 'curate[ray]'); "
+                              "the results are the same."),
+            click.option("--workers", type=click.IntRange(min=1), default=4, show_default=True,
+                         help=f"Ray workers ({unit} at a time), with --executor ray."),
+            click.option("--ray-address", default=None,
+                         help="A Ray cluster to join ('auto': the one this machine is in); default: a local one."),
+            click.option("--gpus-per-worker", type=click.FloatRange(0.0), default=0.0, show_default=True,
+                         help="GPUs each Ray worker asks for (1 on a GPU cluster)."),
+        ]
+        for option in reversed(options):
+            fn = option(fn)
+        return fn
+
+    return deco
+
+
+def executor_from(kw: dict[str, Any]):
+    """The ``Executor`` the options describe (they are removed from ``kw``)."""
+    from curate.core.executor import Executor
+
+    return Executor(kw.pop("executor"), kw.pop("workers"), kw.pop("ray_address"), kw.pop("gpus_per_worker"))
