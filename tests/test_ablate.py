@@ -117,8 +117,8 @@ def test_tiny_grid_report_baseline_and_resume(tiny, finished, monkeypatch):
 
 def test_runs_train_on_ray_workers_as_they_do_here(tiny, finished, monkeypatch):
     """--executor ray: the data is made once in the driver, every run trains and is evaluated on a
-    Ray worker, and each result is filed by the driver as it arrives (same report layout, same
-    figures as the runs made in this process up to thread-count rounding)."""
+    Ray worker, and each result is filed by the driver as it arrives: the same training losses
+    and figures as the runs made in this process."""
     import shutil
 
     from curate.core.executor import Executor
@@ -147,7 +147,9 @@ def test_runs_train_on_ray_workers_as_they_do_here(tiny, finished, monkeypatch):
         assert [r["seed"] for r in ray_runs] == [0, 1]
         for a, b in zip(ray_runs, local_runs):
             assert a["options"] == b["options"] and a["training"]["rows"] == b["training"]["rows"]
-            assert a["metrics"]["ndcg@10"] == pytest.approx(b["metrics"]["ndcg@10"], abs=0.01)
+            for k in ("first_loss", "last_loss"):  # the same training, step for step
+                assert a["training"][k] == pytest.approx(b["training"][k], rel=1e-5)
+            assert a["metrics"]["ndcg@10"] == pytest.approx(b["metrics"]["ndcg@10"], abs=1e-3)
     assert not any((work / "models").iterdir())
 
 
