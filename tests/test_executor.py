@@ -9,7 +9,7 @@ import pytest
 
 from curate import api
 from curate.core.errors import CurateError
-from curate.core.executor import Executor, map_shards, merge_notes, split
+from curate.core.executor import Executor, map_shards, map_unordered, merge_notes, split
 from curate.core.records import Negative, Record
 from tests.helpers import SHARED_DATA, read_jsonl, scifact_pairs
 
@@ -38,7 +38,10 @@ def test_bad_executor_settings_and_a_missing_ray_are_one_line(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
     with pytest.raises(CurateError, match=r"needs Ray: pip install 'curate\[ray\]'"):
         map_shards(len, [[1], [2]], Executor("ray", 2))
+    with pytest.raises(CurateError, match=r"needs Ray"):
+        next(map_unordered(len, [[1], [2]], Executor("ray", 2)))
     assert map_shards(len, [[1], [2, 3]], Executor()) == [1, 2]  # local needs no Ray
+    assert list(map_unordered(len, [[1], [2, 3]], Executor())) == [(0, 1), (1, 2)]
 
 
 def _planted(path, n: int = 48):
