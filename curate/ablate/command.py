@@ -22,7 +22,7 @@ from curate.executor_options import executor_from, executor_options
               help="Evaluate on Linq's light set or the full split (default: as the grid says).")
 @click.option("--keep-models", is_flag=True, help="Keep every fine-tuned model under OUT/.../models.")
 @click.option("--report", "report_only", is_flag=True, help="Only gather the runs finished so far; train nothing.")
-@executor_options("the runs' training and evaluation", unit="runs")
+@executor_options("each arm's training", unit="runs")
 def ablate(grid, out, seeds, steps, queries, max_seq_length, arms, light, keep_models, report_only, **kw) -> None:
     """Train the student on every arm of GRID, several seeds each, and compare them.
 
