@@ -207,6 +207,21 @@ def test_stored_light_set_is_reused_and_only_its_docs_encoded(scifact_light, tin
     assert proc.returncode == 0 and "cached" in proc.stdout and "light - full" in proc.stdout
 
 
+def test_prepare_light_set_builds_once_what_an_evaluation_uses(scifact_full, scifact_light, tmp_path, monkeypatch):
+    """What ``curate ablate`` calls before its runs go to several workers: the set an evaluation
+    would build, stored once and then only read."""
+    from curate.evaluate.main import EvalOptions, prepare_light_set
+
+    monkeypatch.setenv("CURATE_CACHE_DIR", str(scifact_full["cache"]))  # the teacher's vectors: no encoding
+    target = tmp_path / "set.json"
+    opts = EvalOptions(data=str(SCIFACT), split="test", light=True, light_set=str(target))
+    assert prepare_light_set(opts) == target and target.is_file()
+    made = target.stat().st_mtime_ns
+    assert prepare_light_set(opts) == target and target.stat().st_mtime_ns == made  # read, not rebuilt
+    ours, theirs = (json.loads(p.read_text()) for p in (target, scifact_light["set"]))
+    assert ours["query_ids"] == theirs["query_ids"] and ours["doc_ids"] == theirs["doc_ids"]
+
+
 def test_auto_precision():
     from curate.evaluate.main import native_bf16, resolve_precision
 

@@ -112,7 +112,7 @@ def st_pairs(grid: Grid, qrels: Path, positives: str) -> tuple[list[str], list[s
     return queries, docs, own, texts
 
 
-def st_dataset(grid: Grid, arm: Arm, qrels: Path, work: Path, student):
+def st_dataset(grid: Grid, arm: Arm, qrels: Path, work: Path):
     """sentence-transformers' ``mine_hard_negatives`` for an ``st`` arm, saved once."""
     import datasets
     from sentence_transformers.util import mine_hard_negatives
@@ -122,7 +122,10 @@ def st_dataset(grid: Grid, arm: Arm, qrels: Path, work: Path, student):
     folder = work / "st" / digest({"data": grid.data, "qrels": qrels.name, "st": arm.st})
     if (folder / "dataset_info.json").is_file():
         return datasets.load_from_disk(str(folder))
+    from curate.ablate.train import load_student
+
     queries, docs, own, corpus = st_pairs(grid, qrels, positives)
+    student = load_student(grid.student)  # only to mine: a saved set needs no model
     pairs = datasets.Dataset.from_dict({"anchor": queries, "positive": docs})
     mined = mine_hard_negatives(pairs, student, corpus=corpus, output_format="n-tuple", verbose=False,
                                 cache_folder=str(work / "st" / "embeddings"), **opts)

@@ -63,9 +63,7 @@ def _rows(grid: Grid, arm: Arm, seed: int, work: Path, qrels: Path):
     import datasets
 
     if arm.kind == "st":
-        from curate.ablate.train import load_student
-
-        return data.st_dataset(grid, arm, qrels, work, load_student(grid.student)), False
+        return data.st_dataset(grid, arm, qrels, work), False
     records = data.mined_set(grid, arm, qrels, work)
     folder = data.curate_export(grid, arm, records, seed, work)
     files = sorted(str(p) for p in (folder / "data").glob("train-*.parquet"))
@@ -241,9 +239,10 @@ def run_ablate(opts: AblateOptions) -> dict[str, Any]:
             f"({result['wall_s']:.0f} s)")
 
     # the untrained model is only evaluated: it stays here, as does everything without Ray
-    sent = [r for r in runs if executor.kind == "ray" and r[0][0].kind != "base"]
-    for n, run in enumerate(runs, 1):
-        if run not in sent:
+    on_ray = [executor.kind == "ray" and arms[0].kind != "base" for arms, _, _ in runs]
+    sent = [run for run, away in zip(runs, on_ray) if away]
+    for n, (run, away) in enumerate(zip(runs, on_ray), 1):
+        if not away:
             arms, seed, _ = run
             say(f"[{n}/{len(runs)}] arm{'s' if len(arms) > 1 else ''} {', '.join(a.name for a in arms)}, seed {seed}")
             file(run, job(run))
@@ -269,12 +268,9 @@ def _prepare(grid: Grid, runs: list[tuple[Arm, int]], work: Path, qrels: Path) -
     for arm, seed in runs:
         _rows(grid, arm, seed, work, qrels)
     if grid.light:
-        from curate.evaluate import store
-        from curate.evaluate.main import EvalOptions, load_data, obtain_light_set
+        from curate.evaluate.main import EvalOptions, prepare_light_set
 
-        eval_opts = EvalOptions(data=grid.eval_data, split=grid.eval_split, light=True)
-        data_, qids = load_data(eval_opts.data, eval_opts.split)
-        obtain_light_set(eval_opts, data_, qids, store.dataset_identity(eval_opts.data, eval_opts.split))
+        prepare_light_set(EvalOptions(data=grid.eval_data, split=grid.eval_split, light=True))
 
 
 def write_report(grid: Grid, work: Path, out: Path) -> dict[str, Any]:

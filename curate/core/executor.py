@@ -62,7 +62,7 @@ def map_shards(fn: Callable[[list[S]], R], shards: Sequence[list[S]], executor: 
     if executor.kind == "local" or len(shards) <= 1:
         return [fn(shard) for shard in shards]
     ray = _ray(executor)
-    task = _remote(ray, _apply, executor)
+    task = _remote(ray, _call, executor)
     fn_ref = ray.put(fn)  # shipped once, shared by every shard's task
     return _get(ray, [task.remote(fn_ref, shard) for shard in shards])
 
@@ -94,6 +94,7 @@ def map_unordered(fn: Callable[[S], R], items: Sequence[S], executor: Executor) 
 
 
 def _call(fn: Callable[[S], R], item: S) -> R:
+    """A Ray task that applies a function shipped once (``ray.put``) to one shard or item."""
     return fn(item)
 
 
@@ -111,10 +112,6 @@ def _remote(ray, target, executor: Executor):
     if executor.gpus:
         opts["num_gpus"] = executor.gpus
     return ray.remote(**opts)(target) if opts else ray.remote(target)
-
-
-def _apply(fn: Callable[[list[S]], R], shard: list[S]) -> R:
-    return fn(shard)
 
 
 class WorkerPool:

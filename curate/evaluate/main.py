@@ -186,6 +186,13 @@ def obtain_light_set(opts: EvalOptions, data: BeirData, qids: list[str],
     return lset, path, True
 
 
+def prepare_light_set(opts: EvalOptions) -> Path:
+    """Make sure the light set ``opts`` evaluates on exists (built and stored once), so that
+    several evaluations started at once share it instead of each building it."""
+    data, qids = load_data(opts.data, opts.split)
+    return obtain_light_set(opts, data, qids, store.dataset_identity(opts.data, opts.split))[1]
+
+
 def known_full_score(opts: EvalOptions, data: BeirData, qids: list[str], dataset: dict[str, Any],
                      light_precision: str) -> dict[str, Any] | None:
     """The evaluated model's full means: from the results cache (fp32 first, then the light
