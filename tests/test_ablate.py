@@ -27,6 +27,7 @@ arms:
   st: {{kind: st, st: {{num_negatives: 2}}}}
   default: {{mine: {{k: 2}}}}
   same-as-default: {{mine: {{k: 2, method: percpos}}}}
+  same-data: {{mine: {{k: 2}}, export: {{negatives_per_row: 2}}}}
 """
 
 
@@ -69,9 +70,9 @@ def test_tiny_grid_report_baseline_and_resume(tiny, finished, monkeypatch):
     out, log, report = finished["out"], list(finished["log"]), finished["report"]
     work = Path(report["work"])
     rows = {r["arm"]: r for r in report["summary"]}
-    assert set(rows) == {"base", "st", "default", "same-as-default"}
+    assert set(rows) == {"base", "st", "default", "same-as-default", "same-data"}
     assert rows["base"]["seeds"] == [0]  # the untrained model is evaluated once
-    for arm in ("st", "default", "same-as-default"):
+    for arm in ("st", "default", "same-as-default", "same-data"):
         assert rows[arm]["seeds"] == [0, 1] and len(rows[arm]["values"]) == 2
         runs = report["runs"][arm]
         assert all(r["training"]["steps"] == 2 for r in runs)
@@ -80,8 +81,18 @@ def test_tiny_grid_report_baseline_and_resume(tiny, finished, monkeypatch):
     assert report["best_baseline"] == "st"
     st_run, cur_run = report["runs"]["st"][0], report["runs"]["default"][0]
     assert st_run["training"]["order"] == "no-duplicates" and st_run["training"]["negatives_per_row"] == 2
-    # curate's default export: each row carries its record's hardest negative
-    assert cur_run["training"]["order"] == "export" and cur_run["training"]["negatives_per_row"] == 1
+    # curate's default export (--negatives-per-row auto): in this small corpus the teacher ranks most
+    # labelled positives in its top 10, so each row carries every negative of its record (k=2)
+    assert cur_run["training"]["order"] == "export" and cur_run["training"]["negatives_per_row"] == 2
+    exports = [json.loads(p.read_text()) for p in (work / "exports").glob("*/export_report.json")]
+    auto = [e["negatives_per_row"] for e in exports if "negatives_per_row" in e]
+    assert auto and all(a["chose"] == "all" and a["positive_in_teacher_top_10"] >= 0.5 for a in auto)
+    # an arm whose options differ but whose export is the same file takes the finished run: no training
+    for twin, made in zip(report["runs"]["same-data"], report["runs"]["default"]):
+        assert twin["same_data_as"]["arm"] == "default" and twin["metrics"] == made["metrics"]
+        assert twin["training"]["data_sha256"] == made["training"]["data_sha256"]
+        assert twin["options"]["export"]["negatives_per_row"] == 2
+    assert report["arms"]["same-data"]["key"] != report["arms"]["default"]["key"]
     assert cur_run["training"]["rows"] <= 20 and st_run["training"]["rows"] <= 20  # the 20 sampled queries
     # the baseline's rows: sentence-transformers' miner on the same queries, one row per query
     st_rows = report["runs"]["st"][0]["training"]["rows"]
@@ -129,7 +140,7 @@ def test_runs_train_on_ray_workers_as_they_do_here(tiny, finished, monkeypatch):
     out = tiny["tmp"] / "out-ray"
     shutil.copytree(finished["out"], out)
     work = out / Path(here["work"]).name
-    for arm in ("st", "default"):  # as if these runs had never finished
+    for arm in ("st", "default", "same-data"):  # as if these runs had never finished
         shutil.rmtree(work / "runs" / here["arms"][arm]["key"])
     kept = {p: p.stat().st_mtime_ns for p in (work / "runs").rglob("*.json")}
     assert kept  # base's run stays
@@ -137,12 +148,12 @@ def test_runs_train_on_ray_workers_as_they_do_here(tiny, finished, monkeypatch):
     log: list[str] = []
     report = run_ablate(AblateOptions(grid=str(tiny["grid"]), out=str(out), say=_say(log),
                                       executor=Executor("ray", workers=2)))
-    assert log[0].startswith("4 run(s) to do") and "training 4 run(s) on Ray workers, 2 at a time" in log
-    assert sum(": ndcg@10 " in m for m in log) == 4
+    assert log[0].startswith("6 run(s) to do") and "training 6 run(s) on Ray workers, 2 at a time" in log
+    assert sum(": ndcg@10 " in m for m in log) == 6
     assert {p: p.stat().st_mtime_ns for p in kept} == kept  # finished runs untouched
     assert {p: p.stat().st_mtime_ns for p in data_made} == data_made  # mined sets and exports reused
     assert [r["arm"] for r in report["summary"]] == [r["arm"] for r in here["summary"]]
-    for arm in ("st", "default", "same-as-default"):
+    for arm in ("st", "default", "same-as-default", "same-data"):
         ray_runs, local_runs = report["runs"][arm], here["runs"][arm]
         assert [r["seed"] for r in ray_runs] == [0, 1]
         for a, b in zip(ray_runs, local_runs):

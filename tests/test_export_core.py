@@ -534,3 +534,35 @@ def test_cli_exports_every_format(data, tmp_path):
     n = len(data["generated"]) + len(read_jsonl(data["mined"]))
     assert report["counts"]["train"] + report["counts"]["dev"] + sum(
         f.get("records_dropped", 0) for f in report["filters"]) == n
+
+
+RANKS = {"agree": lambda i, rng: rng.randint(1, 10), "disagree": lambda i, rng: rng.randint(11, 400),
+         "half": lambda i, rng: 3 if i % 2 == 0 else 300}  # half: the threshold is inclusive
+
+
+@pytest.mark.parametrize("case,expect", [("agree", None), ("disagree", 1), ("half", None)])
+def test_negatives_per_row_auto_follows_the_teachers_agreement_with_the_labels(data, case, expect):
+    """auto (the default): every negative where the teacher ranks at least half of the labelled
+    positives in its top 10, the hardest one where it does not, one for records it never ranked."""
+    rng = random.Random(5)
+    records = [json.loads(line) for line in data["mined"].read_text(encoding="utf-8").splitlines()]
+    for i, rec in enumerate(records):
+        rec["teacher"]["positive_rank"] = RANKS[case](i, rng)
+    ranked = data["tmp"] / f"ranked-{case}.jsonl"
+    ranked.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    rows, report = _export(data["tmp"], [ranked], f"auto-{case}", dev_fraction=0, batch_size=8)
+    card = report["negatives_per_row"]
+    assert report["parameters"]["negatives_per_row"] == expect
+    assert report["parameters"]["negatives_per_row_asked"] == "auto"
+    assert card["records_ranked"] == len(records) and card["chose"] == ("all" if expect is None else 1)
+    top = sum(r["teacher"]["positive_rank"] <= 10 for r in records) / len(records)
+    assert card["positive_in_teacher_top_10"] == pytest.approx(top, abs=1e-4)
+    by_id = {r["id"]: r for r in records}
+    assert rows and all(len(row.negatives) == (len(by_id[row.record_id]["negatives"]) if expect is None else 1)
+                        for row in rows)
+    assert expect == 1 or max(len(row.negatives) for row in rows) == 4  # k=4: all of them
+    # records no teacher ranked (LLM-written) keep the hardest one
+    gen_rows, gen_report = _export(data["tmp"], [data["gen"]], f"auto-gen-{case}", dev_fraction=0,
+                                   instruction="none")
+    assert gen_report["negatives_per_row"]["records_ranked"] == 0
+    assert gen_rows and all(len(r.negatives) == 1 for r in gen_rows)

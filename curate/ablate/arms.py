@@ -49,42 +49,79 @@ def training_qrels(grid: Grid, work: Path) -> Path:
     return path
 
 
+def _mined_folder(grid: Grid, arm: Arm, qrels: Path, work: Path) -> Path:
+    from dataclasses import asdict
+
+    from curate.mine.main import MineOptions
+
+    # keyed by the options with defaults filled in: a change of curate's defaults makes a new set
+    resolved = {k: v for k, v in asdict(MineOptions(out="", **arm.mine)).items() if k != "out"}
+    return work / "mined" / digest({"data": grid.data, "qrels": qrels.name, "mine": resolved})
+
+
+def _records(grid: Grid, arm: Arm, qrels: Path, work: Path) -> tuple[Path, Path | None]:
+    """Where the arm's mined records are, and its filtered ones (when it has a recipe)."""
+    mined = _mined_folder(grid, arm, qrels, work)
+    if arm.filter is None:
+        return mined, None
+    return mined, work / "filtered" / digest({"mined": mined.name, "recipe": arm.filter})
+
+
 def mined_set(grid: Grid, arm: Arm, qrels: Path, work: Path) -> Path:
     """``curate mine`` with the arm's options; one folder per distinct input and options."""
     from curate.mine.main import MineOptions, run_mine
 
-    from dataclasses import asdict
-
-    # keyed by the options with defaults filled in: a change of curate's defaults makes a new set
-    resolved = {k: v for k, v in asdict(MineOptions(out="", **arm.mine)).items() if k != "out"}
-    key = digest({"data": grid.data, "qrels": qrels.name, "mine": resolved})
-    folder = work / "mined" / key
+    folder, ffolder = _records(grid, arm, qrels, work)
     out = folder / "mined.jsonl"
     if not (folder / "mine_report.json").is_file():
         run_mine(MineOptions(out=str(folder), data=grid.data, split=grid.split, qrels=str(qrels), plots=False,
                              **arm.mine))
-    if arm.filter is None:
+    if ffolder is None:
         return out
     from curate.filter.main import FilterOptions, filter_main
     from curate.llm.backend import LLMOptions
 
-    ffolder = work / "filtered" / digest({"mined": key, "recipe": arm.filter})
     if not (ffolder / "filter_report.json").is_file():
         filter_main(FilterOptions(inp=str(out), out=str(ffolder), recipe=arm.filter,
                                   corpus=str(Path(grid.data) / "corpus.jsonl"), llm=LLMOptions()))
     return ffolder / "filtered.jsonl"
 
 
+def export_folder(grid: Grid, arm: Arm, records: Path, seed: int, work: Path) -> Path:
+    """Where ``curate_export`` keeps the arm's export for one seed (nothing is made here)."""
+    from dataclasses import asdict
+
+    from curate.export.main import ExportOptions
+
+    resolved = {k: v for k, v in asdict(ExportOptions(inputs=(), out="", **arm.export)).items()
+                if k not in ("inputs", "out")}
+    return work / "exports" / digest({"records": str(records), "export": resolved, "seed": seed,
+                                      "batch": grid.budget.batch_size})
+
+
+def records_path(grid: Grid, arm: Arm, qrels: Path, work: Path) -> Path:
+    """The records file ``mined_set`` makes for the arm (nothing is made here)."""
+    mined, filtered = _records(grid, arm, qrels, work)
+    return filtered / "filtered.jsonl" if filtered is not None else mined / "mined.jsonl"
+
+
+def train_files(folder: Path) -> list[str]:
+    return sorted(str(p) for p in (folder / "data").glob("train-*.parquet"))
+
+
+def data_digest(files: list[str]) -> str:
+    """What a run trains on, as bytes: two arms whose exports are the same file train the same model."""
+    h = hashlib.sha256()
+    for f in files:
+        h.update(Path(f).read_bytes())
+    return h.hexdigest()[:16]
+
+
 def curate_export(grid: Grid, arm: Arm, records: Path, seed: int, work: Path) -> Path:
     """``curate export`` (sentence-transformers format, no dev split) of one arm for one seed."""
     from curate.export.main import ExportOptions, run_export
 
-    from dataclasses import asdict
-
-    resolved = {k: v for k, v in asdict(ExportOptions(inputs=(), out="", **arm.export)).items()
-                if k not in ("inputs", "out")}
-    key = digest({"records": str(records), "export": resolved, "seed": seed, "batch": grid.budget.batch_size})
-    folder = work / "exports" / key
+    folder = export_folder(grid, arm, records, seed, work)
     if not (folder / "export_report.json").is_file():
         run_export(ExportOptions(inputs=(str(records),), out=str(folder), formats=("sentence-transformers",),
                                  batch_size=grid.budget.batch_size, dev_fraction=0.0, seed=seed, **arm.export))

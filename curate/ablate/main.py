@@ -5,6 +5,8 @@ Layout of ``--out``:
     queries/    the training queries (qrels file)        mined/ filtered/ exports/ st/   arm data
     runs/KEY/seed-S.json   one finished run (metrics, training numbers, the options it ran with),
                            KEY a hash of the arm's options with every default filled in  <- resume reads these
+                           (a run whose export is byte for byte one a finished run of its seed
+                           trained on takes that result: ``same_data_as``)
     models/     the model being trained (removed after its evaluation unless keep_models)
     ablate_report.json, ablate.png
 
@@ -59,17 +61,46 @@ def _evaluate(grid: Grid, model: str | None) -> dict[str, Any]:
 
 
 def _rows(grid: Grid, arm: Arm, seed: int, work: Path, qrels: Path):
-    """The training rows of one arm for one seed, and whether they are read in file order."""
+    """The training rows of one arm for one seed, whether they are read in file order, and the
+    digest of the export file they come from (None for sentence-transformers' sets)."""
     import datasets
 
     if arm.kind == "st":
-        return data.st_dataset(grid, arm, qrels, work), False
+        return data.st_dataset(grid, arm, qrels, work), False, None
     records = data.mined_set(grid, arm, qrels, work)
     folder = data.curate_export(grid, arm, records, seed, work)
-    files = sorted(str(p) for p in (folder / "data").glob("train-*.parquet"))
+    files = data.train_files(folder)
     if not files:
         raise CurateError(f"arm '{arm.name}': the export has no training rows ({folder})")
-    return datasets.load_dataset("parquet", data_files=files, split="train"), True
+    return datasets.load_dataset("parquet", data_files=files, split="train"), True, data.data_digest(files)
+
+
+def _data_of(grid: Grid, work: Path, qrels: Path, result: dict[str, Any]) -> str | None:
+    """The digest of the export a finished curate run trained on: recorded, or (a run from before
+    it was recorded) read from the export folder its options name, when that is still there."""
+    recorded = (result.get("training") or {}).get("data_sha256")
+    if recorded or result.get("kind") != "curate":
+        return recorded
+    options = result.get("options") or {}
+    try:
+        arm = Arm("earlier", mine=dict(options["mine"]), filter=options.get("filter"), export=dict(options["export"]))
+        folder = data.export_folder(grid, arm, data.records_path(grid, arm, qrels, work), result["seed"], work)
+    except (KeyError, TypeError, ValueError):  # options of an older curate
+        return None
+    files = data.train_files(folder)
+    return data.data_digest(files) if files and (folder / "export_report.json").is_file() else None
+
+
+def same_data_run(grid: Grid, work: Path, qrels: Path, seed: int, digest: str) -> dict[str, Any] | None:
+    """A finished run of this seed that trained on the same bytes: its model would be this one."""
+    for path in sorted((work / "runs").glob(f"*/seed-{seed}.json")):
+        try:
+            result = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        if isinstance(result.get("metrics"), dict) and _data_of(grid, work, qrels, result) == digest:
+            return {**result, "key": path.parent.name}
+    return None
 
 
 def run_one(grid: Grid, arm: Arm, seed: int, work: Path, qrels: Path, keep_model: bool) -> dict[str, Any]:
@@ -78,11 +109,20 @@ def run_one(grid: Grid, arm: Arm, seed: int, work: Path, qrels: Path, keep_model
     if arm.kind == "base":
         result.update(_evaluate(grid, grid.student))
     else:
-        rows, in_order = _rows(grid, arm, seed, work, qrels)
+        rows, in_order, digest = _rows(grid, arm, seed, work, qrels)
+        twin = same_data_run(grid, work, qrels, seed, digest) if digest and not keep_model else None
+        if twin is not None:  # the same export file, seed and budget: the same training, already done
+            result.update({k: twin[k] for k in ("training", "metrics", "queries", "docs", "precision", "eval_s")
+                           if k in twin})
+            result["training"] = {**result.get("training", {}), "data_sha256": digest}
+            result["same_data_as"] = {"arm": twin.get("arm"), "key": twin["key"]}
+            result["wall_s"] = round(time.perf_counter() - started, 1)
+            return result
         model_dir = work / "models" / f"{arm.name}-seed{seed}"
         shutil.rmtree(model_dir, ignore_errors=True)
         result["training"] = {**fine_tune(grid.student, rows, grid.budget, seed, in_order, model_dir),
-                              "order": "export" if in_order else "no-duplicates"}
+                              "order": "export" if in_order else "no-duplicates",
+                              **({"data_sha256": digest} if digest else {})}
         result.update(_evaluate(grid, str(model_dir)))
         if not keep_model:
             shutil.rmtree(model_dir, ignore_errors=True)

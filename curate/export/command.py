@@ -6,19 +6,21 @@ import click
 
 
 class _PerRow(click.ParamType):
-    """A positive count, or ``all`` (None: every negative of the record)."""
+    """A positive count, ``all`` (None: every negative of the record) or ``auto``."""
 
-    name = "N|all"
+    name = "N|all|auto"
 
     def convert(self, value, param, ctx):
         if value is None or (isinstance(value, str) and value.strip().lower() == "all"):
             return None
+        if isinstance(value, str) and value.strip().lower() == "auto":
+            return "auto"
         try:
             n = int(value)
         except (TypeError, ValueError):
-            self.fail(f"{value!r}: give a count of at least 1, or 'all'", param, ctx)
+            self.fail(f"{value!r}: give a count of at least 1, 'all' or 'auto'", param, ctx)
         if n < 1:
-            self.fail(f"{value!r}: give a count of at least 1, or 'all'", param, ctx)
+            self.fail(f"{value!r}: give a count of at least 1, 'all' or 'auto'", param, ctx)
         return n
 
 
@@ -36,9 +38,11 @@ class _PerRow(click.ParamType):
                    "same, records easy to hard "
                    "in four phases), mgh (phases of level 4, 3, 2, 1 negatives, one per row), reverse "
                    "(1, 2, 3, 4), random (a random level per row) or fixed:N.")
-@click.option("--negatives-per-row", type=_PerRow(), default="1", show_default=True,
+@click.option("--negatives-per-row", type=_PerRow(), default="auto", show_default=True,
               help="Negatives each row carries, its record's hardest first (one of its phase's level under a "
-                   "level curriculum); 'all': every negative of the record (with none and ordered).")
+                   "level curriculum); 'all': every negative of the record (with none and ordered); 'auto': "
+                   "all where the teacher ranks at least half of the labelled positives in its top 10, "
+                   "else 1 (and 1 for records no teacher ranked).")
 @click.option("--gap-levels", type=click.Choice(["export", "record"]), default="export", show_default=True,
               help="Levels of mined negatives from the teacher gap: quartiles over the whole export, "
                    "or the gap's rank within each record (every record then has all four levels).")

@@ -170,3 +170,26 @@ class RowNegatives:
         """Indices of the row's negatives, and the level it aimed at."""
         target = self.target(phase)
         return pick(levels, target, self.per_row), target
+
+
+AGREEMENT_TOP = 10  # Linq's positive gate: the teacher ranks a trustworthy positive in its top 10
+AGREEMENT_SHARE = 0.5
+
+
+def auto_per_row(items: Sequence[Item]) -> tuple[int | None, dict]:
+    """``--negatives-per-row auto``: every negative when the teacher agrees with the labels, one
+    when it does not.
+
+    Where the teacher ranks most labelled positives in its top 10, the labels and the teacher
+    agree, and the documents just below the positive-aware threshold are real negatives: more of
+    them is more signal (SciFact). Where it mostly does not, the labels are sparse or noisy and the
+    hardest "negatives" include relevant documents nobody labelled; each extra one repeats that
+    risk (NFCorpus). Records without a teacher rank (LLM-written) keep one, as Linq trained.
+    """
+    ranks = [it.record.teacher.positive_rank for it in items
+             if it.record.teacher is not None and it.record.teacher.positive_rank is not None]
+    share = sum(r <= AGREEMENT_TOP for r in ranks) / len(ranks) if ranks else None
+    chose = None if share is not None and share >= AGREEMENT_SHARE else 1
+    return chose, {"asked": "auto", "chose": "all" if chose is None else chose, "records_ranked": len(ranks),
+                   f"positive_in_teacher_top_{AGREEMENT_TOP}": None if share is None else round(share, 4),
+                   "threshold": AGREEMENT_SHARE}

@@ -19,7 +19,7 @@ from typing import Any
 from curate.core.errors import CurateError
 from curate.export.batching import LAYOUTS, TASK_ORDERS, BatchOptions, Placed, schedule, task_rank
 from curate.export.build import build_row
-from curate.export.curriculum import Curriculum, RowNegatives, deal, parse_curriculum
+from curate.export.curriculum import Curriculum, RowNegatives, auto_per_row, deal, parse_curriculum
 from curate.export.decontaminate import decontaminate
 from curate.export.inputs import load_inputs
 from curate.export.instructions import Instruction, resolve
@@ -39,9 +39,10 @@ class ExportOptions:
     out: str
     formats: tuple[str, ...] = ("sentence-transformers",)
     curriculum: str = "none"
-    # The hardest negative of each record (with none/ordered), or one of the phase's level: measured
-    # against all four on SciFact and NFCorpus (README "Benchmarks"); None: every negative with none/ordered.
-    negatives_per_row: int | None = 1
+    # "auto": every negative where the teacher agrees with the labels, else the hardest one
+    # (curriculum.auto_per_row; measured on SciFact and NFCorpus, README "Benchmarks"); N: the hardest N
+    # (one of the phase's level under a level curriculum); None: every negative with none/ordered.
+    negatives_per_row: int | str | None = "auto"
     gap_levels: str = "export"  # mined negatives' levels: gap quartiles over the export, or ranks per record
     batch_size: int = 32
     batch_layout: str = "homogeneous"
@@ -88,8 +89,9 @@ def _check(opts: ExportOptions, writers: dict[str, Callable]) -> tuple[Curriculu
         raise CurateError(f"--task-order {opts.task_order!r}: choose {' or '.join(TASK_ORDERS)}")
     if not 0 <= opts.dev_fraction < 1:
         raise CurateError(f"--dev-fraction must be in [0, 1), got {opts.dev_fraction}")
-    if opts.negatives_per_row is not None and opts.negatives_per_row < 1:
-        raise CurateError("--negatives-per-row must be at least 1")
+    per_row = opts.negatives_per_row
+    if per_row not in (None, "auto", "all") and (not isinstance(per_row, int) or per_row < 1):
+        raise CurateError(f"--negatives-per-row {per_row!r}: give a count of at least 1, 'all' or 'auto'")
     if opts.gap_levels not in GAP_BINS:
         raise CurateError(f"--gap-levels {opts.gap_levels!r}: choose {' or '.join(GAP_BINS)}")
     if opts.mixed_tail < 0:
@@ -194,7 +196,10 @@ def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: 
             run.reject(it.record.id, "batch-repeat", split=split, source=it.source)
 
     stats: Counter = Counter()
-    negatives = RowNegatives(curriculum, opts.negatives_per_row, opts.seed)
+    per_row, per_row_card = (None if opts.negatives_per_row == "all" else opts.negatives_per_row), None
+    if per_row == "auto":
+        per_row, per_row_card = auto_per_row(train)
+    negatives = RowNegatives(curriculum, per_row, opts.seed)
     rows = _rows(placed, "train", levels, curriculum, negatives, instruction, stats)
     rows += _rows(dev_placed, "dev", levels, curriculum, negatives, instruction, stats)
 
@@ -203,6 +208,8 @@ def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: 
                   instruction=instruction_spec)
     if opts.instruction == "auto":
         params["instruction_asked"] = "auto"
+    if per_row_card is not None:
+        params["negatives_per_row_asked"] = "auto"
     card: dict[str, Any] = {
         "title": f"curate export: {len(rows)} rows from "
                  f"{', '.join(str(Path(Path(s.path).parent.name, Path(s.path).name)) for s in sources)}",
@@ -211,6 +218,7 @@ def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: 
         "filters": filters,
         "parameters": params,
         "levels": level_stats,
+        **({"negatives_per_row": per_row_card} if per_row_card is not None else {}),
         "curriculum": {"arm": str(curriculum), "phase_levels": curriculum.phase_levels if curriculum.phased
                        else None, **dict(stats)},
         "batching": {"train": kinds, "dev": dev_kinds, "batch_size": opts.batch_size,
