@@ -251,3 +251,43 @@ def test_an_unset_negatives_per_row_under_a_level_curriculum_is_one_negative(tmp
     assert refile_older_results(tmp_path, {"mgh-now": mgh_now, "none-now": none_now}, mgh_now) == 1
     assert (tmp_path / "runs" / "mgh-now" / "seed-0.json").exists()
     assert not (tmp_path / "runs" / "none-now").exists()
+
+
+def test_a_run_from_before_digests_were_recorded_is_found_by_its_export(tiny, finished, tmp_path):
+    """A result without ``data_sha256`` is matched through the export folder its options name, but
+    only when that folder is older than the result: one made since may hold other bytes."""
+    import os
+    import shutil
+
+    from curate.ablate import arms as data
+    from curate.ablate.main import same_data_run
+
+    here = finished["report"]
+    work = Path(here["work"])  # in place: export folders are keyed by where their records are
+    shutil.copytree(work / "runs", tmp_path / "runs")
+    grid = load_grid(str(tiny["grid"]))
+    qrels = next((work / "queries").glob("*.tsv"))
+    keep = work / "runs" / here["arms"]["default"]["key"] / "seed-0.json"
+    made = here["runs"]["default"][0]["training"]["data_sha256"]
+    arm = next(a for a in grid.arms if a.name == "default")
+    report = data.export_folder(grid, arm, data.records_path(grid, arm, qrels, work), 0, work) / "export_report.json"
+    stamp = report.stat().st_mtime
+    try:
+        for path in (work / "runs").glob("*/seed-0.json"):  # as results were written before this change
+            if path != keep:
+                path.unlink()
+                continue
+            result = json.loads(path.read_text())
+            result["training"].pop("data_sha256")
+            path.write_text(json.dumps(result))
+        found = same_data_run(grid, work, qrels, 0, made)
+        assert found is not None and found["key"] == keep.parent.name and found["arm"] == "default"
+        assert same_data_run(grid, work, qrels, 1, made) is None  # another seed is another training
+        assert same_data_run(grid, work, qrels, 0, "0" * 16) is None
+        later = keep.stat().st_mtime + 60
+        os.utime(report, (later, later))  # as if the folder had been made after the result
+        assert same_data_run(grid, work, qrels, 0, made) is None
+    finally:
+        os.utime(report, (stamp, stamp))
+        shutil.rmtree(work / "runs")
+        shutil.copytree(tmp_path / "runs", work / "runs")

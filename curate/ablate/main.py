@@ -75,11 +75,12 @@ def _rows(grid: Grid, arm: Arm, seed: int, work: Path, qrels: Path):
     return datasets.load_dataset("parquet", data_files=files, split="train"), True, data.data_digest(files)
 
 
-def _data_of(grid: Grid, work: Path, qrels: Path, result: dict[str, Any]) -> str | None:
+def _data_of(grid: Grid, work: Path, qrels: Path, result: dict[str, Any], path: Path) -> str | None:
     """The digest of the export a finished curate run trained on: recorded, or (a run from before
-    it was recorded) read from the export folder its options name, when that is still there."""
+    it was recorded) read from the export folder its options name, when that folder was made
+    before the result (a re-filed result, or a folder made since, may hold other bytes)."""
     recorded = (result.get("training") or {}).get("data_sha256")
-    if recorded or result.get("kind") != "curate":
+    if recorded or result.get("kind") != "curate" or result.get("refiled_from"):
         return recorded
     options = result.get("options") or {}
     try:
@@ -87,8 +88,10 @@ def _data_of(grid: Grid, work: Path, qrels: Path, result: dict[str, Any]) -> str
         folder = data.export_folder(grid, arm, data.records_path(grid, arm, qrels, work), result["seed"], work)
     except (KeyError, TypeError, ValueError):  # options of an older curate
         return None
-    files = data.train_files(folder)
-    return data.data_digest(files) if files and (folder / "export_report.json").is_file() else None
+    files, made = data.train_files(folder), folder / "export_report.json"
+    if not files or not made.is_file() or made.stat().st_mtime > path.stat().st_mtime:
+        return None
+    return data.data_digest(files)
 
 
 def same_data_run(grid: Grid, work: Path, qrels: Path, seed: int, digest: str) -> dict[str, Any] | None:
@@ -98,7 +101,7 @@ def same_data_run(grid: Grid, work: Path, qrels: Path, seed: int, digest: str) -
             result = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError):
             continue
-        if isinstance(result.get("metrics"), dict) and _data_of(grid, work, qrels, result) == digest:
+        if isinstance(result.get("metrics"), dict) and _data_of(grid, work, qrels, result, path) == digest:
             return {**result, "key": path.parent.name}
     return None
 

@@ -19,7 +19,7 @@ from typing import Any
 from curate.core.errors import CurateError
 from curate.export.batching import LAYOUTS, TASK_ORDERS, BatchOptions, Placed, schedule, task_rank
 from curate.export.build import build_row
-from curate.export.curriculum import Curriculum, RowNegatives, auto_per_row, deal, parse_curriculum
+from curate.export.curriculum import AGREEMENT_TOP, Curriculum, RowNegatives, auto_per_row, deal, parse_curriculum
 from curate.export.decontaminate import decontaminate
 from curate.export.inputs import load_inputs
 from curate.export.instructions import Instruction, resolve
@@ -252,6 +252,12 @@ def _print_summary(report: dict[str, Any], out: Path) -> None:
     console.print(f"export ({report['curriculum']['arm']}): {c.get('train', 0)} train rows in "
                   f"{c['batches']['train']} batches{f' (phases {phases})' if phases else ''}, "
                   f"{c.get('dev', 0)} dev rows ({report['split']['mode']})")
+    auto = report.get("negatives_per_row")
+    if auto:
+        share = auto[f"positive_in_teacher_top_{AGREEMENT_TOP}"]
+        why = (f"{share:.0%} of {auto['records_ranked']} labelled positives in the teacher's top {AGREEMENT_TOP}"
+               if share is not None else "no record has a teacher rank")
+        console.print(f"  negatives a row: {auto['chose']} (auto: {why})")
     for f in report["filters"]:
         if f.get("records_dropped") and "folder" not in f:
             console.print(f"  dropped {f['records_dropped']}: {f['step']}")
