@@ -251,6 +251,13 @@ def test_an_unset_negatives_per_row_under_a_level_curriculum_is_one_negative(tmp
     assert refile_older_results(tmp_path, {"mgh-now": mgh_now, "none-now": none_now}, mgh_now) == 1
     assert (tmp_path / "runs" / "mgh-now" / "seed-0.json").exists()
     assert not (tmp_path / "runs" / "none-now").exists()
+    # auto under a level curriculum is one negative a row too: the runs made with 1 are its runs;
+    # under none it may be every negative: not the same run
+    mgh_auto = {**mgh_then, "export": {"curriculum": "mgh", "negatives_per_row": "auto"}}
+    none_auto = {**none_then, "export": {"curriculum": "none", "negatives_per_row": "auto"}}
+    assert refile_older_results(tmp_path, {"mgh-auto": mgh_auto, "none-auto": none_auto}, mgh_auto) == 1
+    assert json.loads((tmp_path / "runs" / "mgh-auto" / "seed-0.json").read_text())["options"] == mgh_auto
+    assert not (tmp_path / "runs" / "none-auto").exists()
 
 
 def test_a_run_from_before_digests_were_recorded_is_found_by_its_export(tiny, finished, tmp_path):

@@ -160,9 +160,10 @@ def _with_new_defaults(old: Any, defaults: Any) -> Any:
 
 def _effective(options: Any) -> Any:
     """Options as the export reads them: under a level curriculum (mgh, fixed:N, ...) an unset
-    ``negatives_per_row`` has always meant one negative a row, so both spellings are one run."""
+    ``negatives_per_row``, and ``auto``, have always meant one negative a row, so the spellings
+    are one run."""
     export = options.get("export") if isinstance(options, dict) else None
-    if not isinstance(export, dict) or export.get("negatives_per_row") is not None:
+    if not isinstance(export, dict) or export.get("negatives_per_row") not in (None, "auto"):
         return options
     if str(export.get("curriculum", "none")) in ("none", "ordered"):
         return options
