@@ -88,16 +88,18 @@ class Run:
 
 @contextmanager
 def open_run(stage: str, out: str | os.PathLike, params: dict[str, Any] | None = None,
-             inputs: Iterable[str | os.PathLike | None] = (), staged: bool = True) -> Iterator[Run]:
+             inputs: Iterable[str | os.PathLike | None] = (), staged: bool = True,
+             writes: Iterable[str] = ()) -> Iterator[Run]:
     """Lock ``out``, clear what a killed run left, and give the stage a place to write.
 
     On a clean exit the outputs are swapped in with ``run.json``; on an exception the staging
-    folder is removed and the old outputs stay as they were."""
+    folder is removed and the old outputs stay as they were. ``writes``: names the stage knows
+    it will write, so an input inside one of them is refused before the work, not after it."""
     out = Path(out)
     created = not out.exists()
     _make_dir(out)
     try:
-        with _run_in(stage, out, params, inputs, staged) as run:
+        with _run_in(stage, out, params, inputs, staged, writes) as run:
             yield run
     except BaseException:
         if created:  # a run that failed leaves no folder it made itself
@@ -111,11 +113,13 @@ def open_run(stage: str, out: str | os.PathLike, params: dict[str, Any] | None =
 
 @contextmanager
 def _run_in(stage: str, out: Path, params: dict[str, Any] | None, inputs: Iterable[str | os.PathLike | None],
-            staged: bool) -> Iterator[Run]:
+            staged: bool, writes: Iterable[str] = ()) -> Iterator[Run]:
     with _lock(out):
         recover(out)
         _check_space(out)
         inputs = [str(p) for p in inputs if p is not None]
+        if staged:
+            _check_inputs_kept(out, inputs, writes)
         staging = out / f"{STAGING}{os.getpid()}" if staged else out
         if staged:
             _make_dir(staging)
@@ -126,6 +130,7 @@ def _run_in(stage: str, out: Path, params: dict[str, Any] | None, inputs: Iterab
             written = _entries(staging, out) if staged else None
             atomic_write_json(run.dir / RUN_JSON, _run_json(run, written))
             if staged:
+                _check_inputs_kept(out, inputs, written)
                 _commit(staging, out, written + [RUN_JSON], _stale(out, stage, written, inputs))
         except OSError as e:
             run._close()
@@ -198,19 +203,46 @@ def _entries(staging: Path, out: Path) -> list[str]:
     return sorted(p.name for p in staging.iterdir() if p.name not in (JOURNAL, RUN_JSON, ".old"))
 
 
-def _stale(out: Path, stage: str, written: list[str], inputs: list[str]) -> list[str]:
-    """Outputs of the previous run of this stage that this run does not write again (a format
-    no longer asked for), except anything this run read: an input is never deleted, and
-    another stage's outputs in the same folder are left alone."""
+def _previous_outputs(out: Path, stage: str) -> list[str]:
+    """What the previous run of this stage wrote into ``out`` (another stage's outputs: none)."""
     try:
         previous = json.loads((out / RUN_JSON).read_text(encoding="utf-8"))
         before = previous.get("outputs") or [] if previous.get("stage") == stage else []
     except (OSError, ValueError, AttributeError):
         return []
+    return [n for n in before if isinstance(n, str)] if isinstance(before, list) else []
+
+
+def _check_inputs_kept(out: Path, inputs: list[str], replaced: Iterable[str]) -> None:
+    """Refuse a run whose swap would replace one of its own inputs.
+
+    A staged run moves each entry it writes over the old one of that name, and the old one is
+    deleted with the staging folder; an input inside such an entry (``--in E/hf/x.jsonl
+    --out E``) would go with it. Checked before the work against the names the stage declared
+    and, exactly, against what it staged, before anything moves. An input inside an output of
+    the last run that this one does not write again is kept (``_stale``)."""
+    names = set(replaced)
+    root = out.resolve()
+    for p in inputs:
+        path = Path(p).resolve()
+        if root not in path.parents:
+            continue
+        top = path.relative_to(root).parts[0]
+        if top in names:
+            what = top if path == root / top else f"{top}/"
+            raise CurateError(f"{p}: this input lies in {what} of {out}, which this run writes anew (the old copy "
+                              f"would be deleted); move it out of {out} or choose another --out")
+
+
+def _stale(out: Path, stage: str, written: list[str], inputs: list[str]) -> list[str]:
+    """Outputs of the previous run of this stage that this run does not write again (a format
+    no longer asked for), except anything this run read: an input is never deleted, and
+    another stage's outputs in the same folder are left alone."""
+    before = _previous_outputs(out, stage)
     read = {Path(p).resolve() for p in inputs}
     stale = []
     for name in before:
-        if not isinstance(name, str) or name in written or name == RUN_JSON or "/" in name or name.startswith("."):
+        if name in written or name == RUN_JSON or "/" in name or name.startswith("."):
             continue
         target = (out / name).resolve()
         if any(r == target or target in r.parents for r in read):

@@ -133,8 +133,7 @@ def _counts(rows: list[ExportRow]) -> dict[str, Any]:
 
 def _check_out(out: Path) -> None:
     """An earlier export (or an empty folder) may be written over; anything else is the user's."""
-    if out.exists() and (not out.is_dir() or (not (out / REPORT).is_file()
-                                              and any(not p.name.startswith(".curate") for p in out.iterdir()))):
+    if not (out / REPORT).is_file() and any(not p.name.startswith(".curate") for p in out.iterdir()):
         raise CurateError(f"{out}: exists and is not an earlier export; choose another --out")
 
 
@@ -143,9 +142,13 @@ def run_export(opts: ExportOptions) -> dict[str, Any]:
     writers = _writers()
     curriculum, formats = _check(opts, writers)
     out = Path(opts.out)
-    _check_out(out)
+    if out.exists() and not out.is_dir():
+        raise CurateError(f"{out}: exists and is not a folder; choose another --out")
     inputs = [*opts.inputs, *(opts.decontaminate or ())]
-    with open_run("export", out, {k: v for k, v in asdict(opts).items() if k != "out"}, inputs) as run:
+    writes = [REPORT, DECONTAMINATED, *(formats if len(formats) > 1 else ())]  # one format: its own files
+    with open_run("export", out, {k: v for k, v in asdict(opts).items() if k != "out"}, inputs,
+                  writes=writes) as run:
+        _check_out(out)  # after the run folder finished any swap a killed export left
         report = _export(opts, run, writers, curriculum, formats, started)
         run.counts.update({k: v for k, v in report["counts"].items() if k in ("train", "dev")})
     _print_summary(report, out)

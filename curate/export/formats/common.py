@@ -69,6 +69,17 @@ def raw_document(row: ExportRow, text: str) -> str:
     return text
 
 
+def require_negatives(rows: list[ExportRow], fmt: str) -> None:
+    """Refuse a format whose trainer needs a negative on every row when no row has one.
+
+    One row without negatives borrows from its batch (``fill_negatives``); when none has any
+    there is nothing to borrow, and ``"neg": []`` is a file its trainer rejects."""
+    if rows and not any(r.negatives for r in rows):
+        raise CurateError(f"--format {fmt}: no record has a negative, and its trainer needs one on every row; "
+                          "mine negatives first (curate mine --in FILE --corpus DOCS) or export pairs with "
+                          "--format sentence-transformers or hf (in-batch negatives)")
+
+
 def fill_negatives(rows: list[ExportRow], texts: list[list[str]], n: int,
                    pad_short: bool = True) -> tuple[list[list[str]], int]:
     """Negative lists for a trainer that cannot take the rows' own (``texts[i]``: row i's

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from curate.export.formats.common import fill_negatives, raw_document, safe_name, split_indices
+from curate.export.formats.common import fill_negatives, raw_document, safe_name, split_indices, require_negatives
 from curate.export.rows import ExportRow
 from curate.core.jsonl import atomic_write_jsonl
 
@@ -35,6 +35,7 @@ def fe_type(row: ExportRow) -> str:
 
 
 def write_flagembedding(rows: list[ExportRow], out_dir: Path, card: dict) -> list[Path]:
+    require_negatives(rows, "flagembedding")
     out_dir = Path(out_dir)
     raw = [[raw_document(r, t) for t in r.negatives] for r in rows]
     negs, _ = fill_negatives(rows, raw, max((len(t) for t in raw), default=0), pad_short=False)

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from curate.export.formats.common import fill_negatives, id_tables, query_id, split_indices
+from curate.export.formats.common import fill_negatives, id_tables, query_id, split_indices, require_negatives
 from curate.export.rows import ExportRow
 from curate.core.jsonl import atomic_write_jsonl
 
 
 def write_nemo(rows: list[ExportRow], out_dir: Path, card: dict) -> list[Path]:
+    require_negatives(rows, "nemo")
     out_dir = Path(out_dir)
     _, queries = id_tables(rows)
     negs, _ = fill_negatives(rows, [list(r.negatives) for r in rows],

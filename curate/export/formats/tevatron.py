@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from curate.export.formats.common import doc_ids, fill_negatives, id_tables, query_id, raw_document, split_indices
+from curate.export.formats.common import doc_ids, fill_negatives, id_tables, query_id, raw_document, split_indices, require_negatives
 from curate.export.rows import ExportRow
 from curate.core.jsonl import atomic_write_jsonl
 
 
 def write_tevatron(rows: list[ExportRow], out_dir: Path, card: dict) -> list[Path]:
+    require_negatives(rows, "tevatron")
     out_dir = Path(out_dir)
     docs, queries = id_tables(rows)
     ids = [doc_ids(r, docs) for r in rows]
