@@ -46,7 +46,7 @@ def convert_main(opts: ConvertOptions) -> dict[str, Any]:
         raise CurateError("--teacher and --random-negatives exclude each other")
     if corpus_path is not None and kind != "sts":
         raise CurateError("--corpus is for --kind sts (classification and clustering draw negatives from the examples)")
-    with open_run("convert", out_dir, params, [in_path, corpus_path]) as run:
+    with open_run("convert", out_dir, params, [in_path, corpus_path], writes=(CONVERTED, SUMMARY)) as run:
         started = time.monotonic()
         stats: dict[str, Any] = {}
         if kind == "sts":

@@ -90,7 +90,8 @@ def _check(opts: ExportOptions, writers: dict[str, Callable]) -> tuple[Curriculu
     if not 0 <= opts.dev_fraction < 1:
         raise CurateError(f"--dev-fraction must be in [0, 1), got {opts.dev_fraction}")
     per_row = opts.negatives_per_row
-    if per_row not in (None, "auto", "all") and (not isinstance(per_row, int) or per_row < 1):
+    if per_row not in (None, "auto", "all") and (not isinstance(per_row, int) or isinstance(per_row, bool)
+                                                 or per_row < 1):
         raise CurateError(f"--negatives-per-row {per_row!r}: give a count of at least 1, 'all' or 'auto'")
     if opts.gap_levels not in GAP_BINS:
         raise CurateError(f"--gap-levels {opts.gap_levels!r}: choose {' or '.join(GAP_BINS)}")
