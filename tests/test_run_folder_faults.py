@@ -243,3 +243,12 @@ def test_export_with_one_record_without_negatives_borrows_from_its_batch(tmp_pat
     rows = [json.loads(x) for f in ("train.jsonl", "dev.jsonl") if (out / f).exists()
             for x in (out / f).read_text(encoding="utf-8").splitlines()]
     assert rows and all(r["neg_doc"] for r in rows)
+
+
+def test_export_from_python_refuses_true_as_a_count_of_negatives(tmp_path):
+    from curate.export.main import ExportOptions, run_export
+
+    recs = _records(tmp_path / "recs.jsonl")
+    with pytest.raises(CurateError, match="--negatives-per-row True: give a count of at least 1"):
+        run_export(ExportOptions(inputs=(str(recs),), out=str(tmp_path / "E"), negatives_per_row=True))
+    assert not (tmp_path / "E").exists()
