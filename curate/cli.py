@@ -14,6 +14,7 @@ import yaml
 from curate import __version__
 from curate.core.errors import CurateError
 from curate.executor_options import executor_from, executor_options
+from curate.negatives.knobs import Ceiling
 
 
 def _llm_options(fn):
@@ -177,6 +178,23 @@ def filter_cmd(in_path, out, recipe, teacher, query_prompt, doc_prompt, corpus_p
                               doc_prompt=doc_prompt, corpus=corpus_path, llm=_llm_opts(kw), executor=executor))
 
 
+def R(name: str, schema: type | None = None) -> click.ParamType:
+    """A number option's type: the range declared on the field ``name`` of ``schema`` (default:
+    ``MineOptions``), the one that recipes, grids and ``Method.make`` check too (a method may
+    narrow it further)."""
+    import typing
+
+    from curate.core.params import field_range
+    from curate.mine.options import MineOptions
+
+    schema = schema or MineOptions
+    meta = field_range(schema, name)
+    hint = typing.get_type_hints(schema)[name]
+    kind = click.IntRange if int in (typing.get_args(hint) or (hint,)) else click.FloatRange
+    return kind(meta.get("min"), meta.get("max"), min_open=bool(meta.get("min_open")),
+                max_open=bool(meta.get("max_open")))
+
+
 @cli.command()
 @click.option("--kind", type=click.Choice(["classification", "clustering", "sts"]), required=True,
               help="What the input holds: labelled examples (a cluster id is a label) or scored sentence pairs.")
@@ -195,7 +213,7 @@ def filter_cmd(in_path, out, recipe, teacher, query_prompt, doc_prompt, corpus_p
               help="sts: pairs scoring at least this become records (in the data's own units).")
 @click.option("--scale-max", type=click.FloatRange(0, min_open=True), default=5.0, show_default=True,
               help="sts: the top of the data's score scale (scores must lie in [0, this]).")
-@click.option("--max-ratio", type=click.FloatRange(0), default=0.95, show_default=True,
+@click.option("--max-ratio", type=R("percent", Ceiling), default=0.95, show_default=True,
               help="sts with a teacher: skip negatives the teacher scores above this fraction of the positive.")
 @click.option("--corpus", "corpus_path", type=click.Path(dir_okay=False), default=None,
               help="sts: draw negatives from these texts (JSONL with 'text') instead of the input's sentences.")
@@ -252,7 +270,7 @@ def D(name: str):
                    "Default: the bundled all-MiniLM-L6-v2.")
 @click.option("--query-prompt", default=None, help="Prefix for queries given to the teacher(s).")
 @click.option("--doc-prompt", default=None, help="Prefix for documents given to the teacher(s).")
-@click.option("--batch-size", type=click.IntRange(1), default=D("batch_size"), show_default=True)
+@click.option("--batch-size", type=R("batch_size"), default=D("batch_size"), show_default=True)
 @click.option("--ensemble", type=click.Choice(["intra", "cross"]), default=None,
               help="Combine several teachers: intra = one negative per teacher in turn; cross = one teacher per query.")
 @click.option("--ensemble-dedup/--no-ensemble-dedup", default=D("ensemble_dedup"), show_default=True,
@@ -263,32 +281,34 @@ def D(name: str):
               help="Mining preset: naive, shift, window, abs, marginpos, percpos, or one from --preset-module.")
 @click.option("--preset-module", "preset_modules", multiple=True, type=click.Path(dir_okay=False),
               help="Python file of @preset functions (curate.negatives.presets) to add mining methods.")
-@click.option("--margin", type=float, default=None,
-              help="percpos: share of the positive score (default 0.95); marginpos: gap (default 0.05).")
+@click.option("--margin", type=R("margin"), default=None,
+              help="percpos: share of the positive score, in (0, 1] (default 0.95); marginpos: gap (default 0.05).")
 @click.option("--max-score", type=float, default=None, help="abs: highest negative score (default 0.7).")
-@click.option("--shift", type=click.IntRange(0), default=None, help="shift: candidates skipped (default 10).")
-@click.option("--rank-min", type=click.IntRange(1), default=None, help="window: first rank (default 30).")
-@click.option("--rank-max", type=click.IntRange(1), default=None, help="window: last rank (default 100).")
+@click.option("--shift", type=R("shift"), default=None, help="shift: candidates skipped (default 10).")
+@click.option("--rank-min", type=R("rank_min"), default=None,
+              help="window: first rank (default 30; at most --rank-max).")
+@click.option("--rank-max", type=R("rank_max"), default=None, help="window: last rank (default 100).")
 @click.option("--min-score", type=float, default=None, help="Floor: candidates scoring below it are never mined.")
-@click.option("-k", "--num-negatives", "k", type=click.IntRange(1), default=D("k"), show_default=True)
+@click.option("-k", "--num-negatives", "k", type=R("k"), default=D("k"), show_default=True)
 @click.option("--sample", type=click.Choice(["top", "uniform", "softmax", "top1+"]), default=D("sample"),
               show_default=True, help="How the k negatives are chosen among the valid candidates.")
-@click.option("--pool", type=click.IntRange(1), default=D("pool"), show_default=True,
+@click.option("--pool", type=R("pool"), default=D("pool"), show_default=True,
               help="Sampling pool: the first N valid candidates.")
-@click.option("--temperature", type=float, default=D("temperature"), show_default=True, help="softmax / top1+ temperature.")
+@click.option("--temperature", type=R("temperature"), default=D("temperature"), show_default=True,
+              help="softmax / top1+ temperature.")
 @click.option("--seed", type=int, default=D("seed"), show_default=True, help="Seed of the per-query generators.")
-@click.option("--depth", type=click.IntRange(1), default=D("depth"), show_default=True,
+@click.option("--depth", type=R("depth"), default=D("depth"), show_default=True,
               help="Candidates retrieved first; queries short of valid ones are searched deeper.")
-@click.option("--max-depth", type=click.IntRange(1), default=None, help="Deepest search (default: the whole corpus).")
+@click.option("--max-depth", type=R("max_depth"), default=None, help="Deepest search (default: the whole corpus).")
 @click.option("--index", "index_kind", type=click.Choice(["flat", "ivf", "hnsw"]), default=D("index"), show_default=True,
               help="FAISS index: flat is exact; ivf and hnsw are approximate, for large corpora.")
-@click.option("--nprobe", type=click.IntRange(1), default=D("nprobe"), show_default=True, help="ivf: lists visited.")
-@click.option("--ef-search", type=click.IntRange(1), default=D("ef_search"), show_default=True, help="hnsw: efSearch.")
+@click.option("--nprobe", type=R("nprobe"), default=D("nprobe"), show_default=True, help="ivf: lists visited.")
+@click.option("--ef-search", type=R("ef_search"), default=D("ef_search"), show_default=True, help="hnsw: efSearch.")
 @click.option("--task-text", default=D("task_text"), show_default=True,
               help="Task instruction of new records.")
 @click.option("--levels/--no-levels", default=D("levels"), show_default=True,
               help="Give mined negatives levels 1-4 by position (hardest first).")
-@click.option("--min-negatives", type=click.IntRange(0), default=None,
+@click.option("--min-negatives", type=R("min_negatives"), default=None,
               help="Write only queries with at least this many mined negatives (default 1; 0 with --in).")
 @click.option("--positive-choice", type=click.Choice(["first", "teacher"]), default=D("positive_choice"), show_default=True,
               help="The record's positive among a query's equally relevant ones: the first listed, or the one "
@@ -296,12 +316,12 @@ def D(name: str):
 @click.option("--anchor", type=click.Choice(["lowest", "record"]), default=D("anchor"), show_default=True,
               help="The positive score percpos/marginpos thresholds use: the query's lowest labelled positive, "
                    "or the record's own positive.")
-@click.option("--positive-top", type=click.IntRange(0), default=D("positive_top"), show_default=True,
+@click.option("--positive-top", type=R("positive_top"), default=D("positive_top"), show_default=True,
               help="Drop queries whose own positive the teacher ranks below this rank (Linq's teacher filter; "
                    "0: no gate).")
 @click.option("--check-qrels", type=click.Path(dir_okay=False), default=None,
               help="BEIR qrels the miner did not see: report the share of negatives they call relevant.")
-@click.option("--limit", type=click.IntRange(1), default=None, help="Mine only the first N queries.")
+@click.option("--limit", type=R("limit"), default=None, help="Mine only the first N queries.")
 @executor_options("the teachers' encoding of queries and corpus")
 def mine(**kw) -> None:
     """Mine hard negatives for queries with known positives (NV-Retriever's positive-aware methods).

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from curate.core.errors import CurateError
 from curate.resources import resource_dir
-from curate.yamlfile import read_yaml_mapping
+from curate.yamlfile import read_utf8_text, read_yaml_mapping
 
 if TYPE_CHECKING:
     from curate.llm.task import LLMTask
@@ -91,7 +91,7 @@ def load_bank(name: str) -> tuple[str, ...]:
     path = Path(name) if name.endswith(".txt") and Path(name).exists() else resource_dir("data") / "banks" / f"{name}.txt"
     if not path.exists():
         raise CurateError(f"bank {name!r} not found (looked for {path})")
-    lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()]
+    lines = [ln.strip() for ln in read_utf8_text(path).splitlines()]
     entries = tuple(ln for ln in lines if ln and not ln.startswith("#"))
     if not entries:
         raise CurateError(f"{path}: bank is empty")

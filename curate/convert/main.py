@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from curate.core.errors import CurateError
+from curate.core.params import field_range, range_problem
+from curate.negatives.knobs import Ceiling
 
 KINDS = ("classification", "clustering", "sts")
 CONVERTED = "converted.jsonl"
@@ -44,6 +46,9 @@ def convert_main(opts: ConvertOptions) -> dict[str, Any]:
         raise CurateError(f"unknown kind {kind!r} (known: {', '.join(KINDS)})")
     if teacher_name and random_negatives:
         raise CurateError("--teacher and --random-negatives exclude each other")
+    problem = range_problem(field_range(Ceiling, "percent"), max_ratio) if max_ratio is not None else None
+    if problem:
+        raise CurateError(f"--max-ratio {max_ratio}: {problem} (a share of the positive's score)")
     if corpus_path is not None and kind != "sts":
         raise CurateError("--corpus is for --kind sts (classification and clustering draw negatives from the examples)")
     with open_run("convert", out_dir, params, [in_path, corpus_path], writes=(CONVERTED, SUMMARY)) as run:

@@ -5,7 +5,9 @@ The dataclass is the one home of a step's defaults. An unknown name (``positive_
 wrong type (``percent: high``) or a value out of range (``positive_top: -3``) is one line
 naming where it came from, with the closest known name for a typo, instead of being ignored
 or dropping every record. Ranges and choices live in the field's metadata:
-``field(default=10, metadata={"min": 0})``, ``Literal["keep", "drop"]``.
+``field(default=10, metadata={"min": 0})``, ``Literal["keep", "drop"]``; ``"min_open": True``
+(or ``"max_open"``) leaves the bound itself out, as click's ranges do, so the CLI can build its
+option types from the same declaration (``range_text``, ``range_problem``).
 """
 
 from __future__ import annotations
@@ -16,16 +18,18 @@ import difflib
 import types
 import typing
 from collections.abc import Mapping
-from typing import Any, Literal, TypeVar, Union
+from typing import Any, Literal, Optional, TypeVar, Union
 
 from curate.core.errors import CurateError
 
 P = TypeVar("P")
 
 
-def check_params(where: str, schema: type[P], given: Mapping[str, Any] | None, partial: bool = False) -> P:
+def check_params(where: str, schema: type[P], given: Mapping[str, Any] | None, partial: bool = False,
+                 noun: str = "parameter") -> P:
     """``given`` checked against ``schema`` and filled with its defaults (``partial``: only
-    checked, and returned as the checked mapping, for options that are completed elsewhere)."""
+    checked, and returned as the checked mapping, for options that are completed elsewhere;
+    ``noun``: what an unknown name is called, e.g. "key" for a file's sections)."""
     given = dict(given or {})
     fields = {f.name: f for f in dataclasses.fields(schema)}
     hints = typing.get_type_hints(schema)
@@ -33,18 +37,45 @@ def check_params(where: str, schema: type[P], given: Mapping[str, Any] | None, p
         if name not in fields:
             near = difflib.get_close_matches(str(name), list(fields), n=1)
             hint = f" (did you mean {near[0]}?)" if near else ""
-            raise CurateError(f"{where}: unknown parameter {name!r}{hint}; known: {', '.join(fields)}")
+            raise CurateError(f"{where}: unknown {noun} {name!r}{hint}; known: {', '.join(fields)}")
     values = {}
     for name, value in given.items():
         values[name] = _check_value(f"{where}: {name}", hints[name], value)
-        meta = fields[name].metadata
-        if isinstance(values[name], (int, float)) and not isinstance(values[name], bool):
-            lo, hi = meta.get("min"), meta.get("max")
-            if (lo is not None and values[name] < lo) or (hi is not None and values[name] > hi):
-                span = (f"between {lo} and {hi}" if lo is not None and hi is not None
-                        else f"at least {lo}" if lo is not None else f"at most {hi}")
-                raise CurateError(f"{where}: {name} must be {span}, got {value!r}")
+        problem = range_problem(fields[name].metadata, values[name])
+        if problem:
+            raise CurateError(f"{where}: {name} {problem}, got {value!r}")
     return values if partial else schema(**values)
+
+
+def field_range(schema: type, name: str) -> Mapping[str, Any]:
+    """The range declared on ``schema``'s field ``name`` (its metadata)."""
+    return schema.__dataclass_fields__[name].metadata
+
+
+def range_text(meta: Mapping[str, Any]) -> str | None:
+    """The declared range in words ("between 0.0 and 1.0", "above 0.0"), or None without one."""
+    lo, hi = meta.get("min"), meta.get("max")
+    lo_open, hi_open = bool(meta.get("min_open")), bool(meta.get("max_open"))
+    if lo is not None and hi is not None:
+        if not lo_open and not hi_open:
+            return f"between {lo} and {hi}"
+        return f"{'above' if lo_open else 'at least'} {lo} and {'below' if hi_open else 'at most'} {hi}"
+    if lo is not None:
+        return f"{'above' if lo_open else 'at least'} {lo}"
+    if hi is not None:
+        return f"{'below' if hi_open else 'at most'} {hi}"
+    return None
+
+
+def range_problem(meta: Mapping[str, Any], value: Any) -> str | None:
+    """Why the number ``value`` lies outside the declared range ("must be ..."), else None."""
+    text = range_text(meta)
+    if text is None or not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    lo, hi = meta.get("min"), meta.get("max")
+    low = lo is not None and (value <= lo if meta.get("min_open") else value < lo)
+    high = hi is not None and (value >= hi if meta.get("max_open") else value > hi)
+    return f"must be {text}" if low or high or value != value else None  # NaN is in no range
 
 
 def as_dict(params: Any) -> dict[str, Any]:
@@ -53,10 +84,34 @@ def as_dict(params: Any) -> dict[str, Any]:
 
 def schema_from_defaults(name: str, defaults: Mapping[str, Any]) -> type:
     """A parameters dataclass for a step whose defaults are a mapping of nested values (its own
-    check looks inside them): the names are checked here, the values by the step."""
+    check looks inside them): the names are checked here, and so is the shape of a nested
+    mapping (``min_chars: 5`` where ``{query: 3}`` is due), the values by the step."""
     return dataclasses.make_dataclass(name, [
-        (key, Any, dataclasses.field(default_factory=lambda v=value: copy.deepcopy(v)))
+        (key, _shape(value), dataclasses.field(default_factory=lambda v=value: copy.deepcopy(v)))
         for key, value in defaults.items()])
+
+
+def _shape(default: Any) -> Any:
+    """The type a nested default's shape asks for: a mapping of like values, or a list of
+    strings (or one string, which steps take as a list of one); null is always allowed.
+    A plain number or string is left to the step, which may take a mapping there too."""
+    if isinstance(default, dict):
+        return Optional[dict[str, _alike(list(default.values()))]]
+    if isinstance(default, list) and default and all(isinstance(v, str) for v in default):
+        return Optional[Union[list[str], str]]
+    return Any
+
+
+def _alike(values: list[Any]) -> Any:
+    """The one type all of a mapping's default values share (Any when they differ)."""
+    for kind, hint in ((dict, None), (bool, bool), (int, int), (float, float), (str, str)):
+        if values and all(isinstance(v, kind) for v in values):
+            if kind is dict:
+                return _shape(values[0])
+            if kind is int and any(isinstance(v, bool) for v in values):
+                return Any
+            return Optional[hint]
+    return Any
 
 
 def _check_value(where: str, hint: Any, value: Any) -> Any:
@@ -66,7 +121,13 @@ def _check_value(where: str, hint: Any, value: Any) -> Any:
     if origin in (Union, types.UnionType):
         if value is None and type(None) in args:
             return None
-        for arm in (a for a in args if a is not type(None)):
+        arms = [a for a in args if a is not type(None)]
+        for arm in arms:  # a mapping or list given where one is due: the fault is inside it, say where
+            container = typing.get_origin(arm) or arm
+            if ((container is dict and isinstance(value, dict))
+                    or (container in (list, tuple) and isinstance(value, (list, tuple)))):
+                return _check_value(where, arm, value)
+        for arm in arms:
             try:
                 return _check_value(where, arm, value)
             except CurateError:

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from curate.core.errors import CurateError
-from curate.core.params import check_params
+from curate.core.params import check_params, field_range
 from curate.filter.base import keep_negatives, register
+from curate.negatives.knobs import Ceiling
 from curate.negatives.select import Thresholds
 from curate.filter.teacher_scores import TeacherDepth, ensure_teacher_scores
 
@@ -38,8 +39,9 @@ def threshold(positive: float, mode: str = "percent", percent: float = 0.95,
 @dataclass
 class FalseNegativeParams(TeacherDepth):
     mode: Literal["percent", "margin"] = "percent"
-    percent: float = field(default=0.95, metadata={"min": 0.0, "max": 1.0})  # ceiling: this share of the positive
-    margin: float = field(default=0.05, metadata={"min": 0.0})  # ceiling: the positive minus this
+    # the ceilings' ranges are mine's (negatives.knobs.Ceiling), declared once
+    percent: float = field(default=0.95, metadata=field_range(Ceiling, "percent"))  # this share of the positive
+    margin: float = field(default=0.05, metadata=field_range(Ceiling, "margin"))  # the positive minus this
 
 
 @register("false_negatives", FalseNegativeParams)

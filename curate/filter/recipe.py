@@ -22,6 +22,24 @@ class StepConfig:
 
 
 @dataclass
+class TeacherSection:
+    """A recipe's ``teacher:`` section: the filter's teacher unless the command line names one."""
+
+    model: str | None = None  # null: the bundled all-MiniLM-L6-v2; any sentence-transformers name or path
+    query_prompt: str | None = None  # null: the model's known convention
+    doc_prompt: str | None = None
+
+
+@dataclass
+class RecipeFile:
+    """A recipe file's top-level keys, so that ``teachr:`` is an error, not a silently default teacher."""
+
+    name: Any = None
+    teacher: dict[str, Any] | None = None
+    steps: list[Any] = field(default_factory=list)
+
+
+@dataclass
 class Recipe:
     name: str
     path: Path
@@ -52,8 +70,10 @@ def load_recipe(name_or_path: str) -> Recipe:
 
     path = find_recipe(name_or_path)
     raw = read_yaml_mapping(path, "recipe")
+    check_params(str(path), RecipeFile, raw, partial=True, noun="key")
     if not isinstance(raw.get("steps"), list):
         raise CurateError(f"{path}: a recipe is a mapping with a 'steps' list")
+    teacher = check_params(f"{path}: teacher", TeacherSection, raw.get("teacher"), partial=True, noun="key")
     steps = []
     for i, entry in enumerate(raw["steps"], 1):
         if isinstance(entry, str):
@@ -72,5 +92,7 @@ def load_recipe(name_or_path: str) -> Recipe:
                 CHECKS[name](dict(params or {}))
             except CurateError as e:
                 raise CurateError(f"{where}: {e}") from None
+            except (TypeError, ValueError, AttributeError) as e:  # a value of a type the check did not expect
+                raise CurateError(f"{where} ({name}): a parameter has the wrong type: {e}") from None
         steps.append(StepConfig(name, dict(params or {})))
-    return Recipe(name=str(raw.get("name") or path.stem), path=path, steps=steps, teacher=dict(raw.get("teacher") or {}))
+    return Recipe(name=str(raw.get("name") or path.stem), path=path, steps=steps, teacher=teacher)

@@ -1,5 +1,6 @@
-"""What ``curate mine`` takes, declared once: the CLI reads its defaults from here, and the
-search loop (``SearchSettings``) and the presets (``Knobs``) declare their own parts."""
+"""What ``curate mine`` takes, declared once: the CLI reads its defaults and ranges (the fields'
+metadata, as in ``curate.core.params``) from here, and the search loop (``SearchSettings``) and
+the presets (``Knobs``) declare their own parts."""
 
 from __future__ import annotations
 
@@ -13,13 +14,14 @@ from curate.negatives.knobs import Knobs
 class SearchSettings:
     """How the loop searches and chooses; ``MineOptions`` builds on this same list."""
 
-    k: int = 4  # negatives per query
+    k: int = field(default=4, metadata={"min": 1})  # negatives per query
     sample: str = "top"  # how the k are chosen among the valid candidates (mine.sampling)
-    pool: int = 10  # sampling pool: the first N valid candidates
-    temperature: float = 0.05  # softmax / top1+ temperature
+    pool: int = field(default=10, metadata={"min": 1})  # sampling pool: the first N valid candidates
+    temperature: float = field(default=0.05, metadata={"min": 0.0, "min_open": True})  # softmax / top1+ temperature
     seed: int = 0  # seed of the per-query generators
-    depth: int = 100  # candidates retrieved first; queries short of valid ones are searched deeper
-    max_depth: int | None = None  # deepest search (None: the whole corpus)
+    # candidates retrieved first; queries short of valid ones are searched deeper
+    depth: int = field(default=100, metadata={"min": 1})
+    max_depth: int | None = field(default=None, metadata={"min": 1})  # deepest search (None: the whole corpus)
     positive_choice: str = "first"  # or "teacher": the tied top-relevance positive the teacher scores highest
     # The positive-aware threshold's positive: "lowest" of all the query's labelled positives
     # (safe for each of them), or the "record"'s own positive, the one it trains on (as
@@ -50,12 +52,12 @@ class MineOptions(SearchSettings, Knobs):
     positive_column: str | None = None
     id_column: str | None = None
     corpus: str | None = None
-    limit: int | None = None
+    limit: int | None = field(default=None, metadata={"min": 1})
     # teachers
     teachers: tuple[str, ...] = ()
     query_prompt: str | None = None
     doc_prompt: str | None = None
-    batch_size: int = 64
+    batch_size: int = field(default=64, metadata={"min": 1})
     ensemble: str | None = None
     ensemble_dedup: bool = False
     cross_assign: str = "hash"
@@ -64,13 +66,14 @@ class MineOptions(SearchSettings, Knobs):
     method: str = "percpos"
     preset_modules: tuple[str, ...] = ()
     index: str = "flat"
-    nprobe: int = 16
-    ef_search: int = 128
+    nprobe: int = field(default=16, metadata={"min": 1})  # ivf: lists visited
+    ef_search: int = field(default=128, metadata={"min": 1})  # hnsw: efSearch
     # output
     task_text: str = DEFAULT_TASK
     levels: bool = False
-    min_negatives: int | None = None
-    positive_top: int = 0  # >0: drop queries whose own positive the teacher ranks below this (Linq used 10)
+    min_negatives: int | None = field(default=None, metadata={"min": 0})
+    # >0: drop queries whose own positive the teacher ranks below this (Linq used 10)
+    positive_top: int = field(default=0, metadata={"min": 0})
     check_qrels: str | None = None
     plots: bool = True
     executor: Executor = field(default_factory=Executor)  # where the teachers encode (local or Ray workers)

@@ -1,7 +1,8 @@
 """Named mining methods: each is a preset of ``Thresholds`` (``curate.negatives.select``).
 
 A preset names the knobs it takes (``--margin``, ``--max-score``, ``--shift``, ``--rank-min``,
-``--rank-max``) with their defaults, checks their values, and turns them into thresholds;
+``--rank-max``) with their defaults, checks their values (within the ranges ``Knobs`` declares
+for every preset, and its own, e.g. ``Ceiling.percent`` for percpos), and turns them into thresholds;
 ``--min-score`` (a floor) goes with every preset. A new preset is one function:
 
     @preset("topk-floor", {"max_score": 0.8})
@@ -18,14 +19,16 @@ from __future__ import annotations
 
 import importlib.util
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from curate.core.errors import CurateError
-from curate.negatives.knobs import KNOBS, Knobs
+from curate.core.params import field_range, range_problem
+from curate.negatives.knobs import KNOBS, Ceiling, Knobs
 from curate.negatives.select import Thresholds
+
 
 @dataclass(frozen=True)
 class Preset:
@@ -92,6 +95,9 @@ class Method(Knobs):
         for k, v in knobs.items():
             if isinstance(v, (int, float)) and not math.isfinite(v):
                 raise CurateError(f"--{k.replace('_', '-')} {v} is not a finite number")
+            problem = range_problem(field_range(Knobs, k), v)
+            if problem:
+                raise CurateError(f"--{k.replace('_', '-')} {v:g} {problem}")
         problem = p.check(knobs) if p.check else None
         if problem:
             raise CurateError(problem)
@@ -127,11 +133,19 @@ def naive(knobs: dict[str, Any]) -> Thresholds:
     return Thresholds()
 
 
-def _check_shift(knobs: dict[str, Any]) -> str | None:
-    return "--shift must be 0 or more" if knobs["shift"] < 0 else None
+def _within(knob: str, method: str, meaning: str, meta: Mapping[str, Any]) -> Callable[[dict[str, Any]], str | None]:
+    """A preset's check that ``knob`` lies in the range declared for what it means there."""
+
+    def check(knobs: dict[str, Any]) -> str | None:
+        problem = range_problem(meta, knobs[knob])
+        if problem is None:
+            return None
+        return f"--{knob.replace('_', '-')} {knobs[knob]:g}: {method} takes {meaning}, which {problem}"
+
+    return check
 
 
-@preset("shift", {"shift": 10}, _check_shift)
+@preset("shift", {"shift": 10})
 def shift(knobs: dict[str, Any]) -> Thresholds:
     """All but the first ``shift`` candidates (Top-K shifted by N)."""
     return Thresholds(rank_min=int(knobs["shift"]) + 1) if knobs["shift"] else Thresholds()
@@ -154,21 +168,15 @@ def absolute(knobs: dict[str, Any]) -> Thresholds:
     return Thresholds(max_score=float(knobs["max_score"]))
 
 
-def _check_margin(knobs: dict[str, Any]) -> str | None:
-    return None if knobs["margin"] >= 0 else f"--margin {knobs['margin']} does not suit marginpos (a gap such as 0.05)"
-
-
-@preset("marginpos", {"margin": 0.05}, _check_margin)
+@preset("marginpos", {"margin": Ceiling.margin},
+        _within("margin", "marginpos", "a gap below the positive's score", field_range(Ceiling, "margin")))
 def marginpos(knobs: dict[str, Any]) -> Thresholds:
     """Candidates scoring at most ``pos - margin`` (TopK-MarginPos)."""
     return Thresholds(margin=float(knobs["margin"]))
 
 
-def _check_percent(knobs: dict[str, Any]) -> str | None:
-    return None if knobs["margin"] > 0 else f"--margin {knobs['margin']} does not suit percpos (a share such as 0.95)"
-
-
-@preset("percpos", {"margin": 0.95}, _check_percent)
+@preset("percpos", {"margin": Ceiling.percent},
+        _within("margin", "percpos", "a share of the positive's score", field_range(Ceiling, "percent")))
 def percpos(knobs: dict[str, Any]) -> Thresholds:
     """Candidates scoring at most ``percent`` of the positive's score (TopK-PercPos)."""
     return Thresholds(percent=float(knobs["margin"]))
