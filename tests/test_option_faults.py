@@ -62,6 +62,8 @@ def test_recipe_teacher_typo_names_file_and_nearest_key(tmp_path, text, needle):
     ("steps:\n  - heuristics: {min_chars: {query: few}}\n", "min_chars.query: expected a whole number or null"),
     ("steps:\n  - heuristics: {self_explanation_patterns: [1]}\n", "self_explanation_patterns: expected a string"),
     ('teacher: "intfloat/e5-small-v2"\nsteps:\n  - heuristics: {}\n', "teacher: expected a mapping or null"),
+    ("steps:\n  - heuristics: {shingle_size: x}\n", "shingle_size: expected a whole number or null, got 'x'"),
+    ("steps:\n  - judge_answerable: {concurrency: many}\n", "concurrency: expected a whole number or null"),
 ])
 def test_recipe_wrong_type_is_one_line_naming_the_file(tmp_path, text, needle):
     recipe = tmp_path / "r.yaml"

@@ -92,13 +92,16 @@ def schema_from_defaults(name: str, defaults: Mapping[str, Any]) -> type:
 
 
 def _shape(default: Any) -> Any:
-    """The type a nested default's shape asks for: a mapping of like values, or a list of
-    strings (or one string, which steps take as a list of one); null is always allowed.
-    A plain number or string is left to the step, which may take a mapping there too."""
+    """The type a default's shape asks for: a mapping of like values, a list of strings (or one
+    string, which steps take as a list of one), or the default's own scalar type (a whole
+    number where a number is due is fine); null is always allowed. No default (null, an
+    empty or mixed list): anything, left to the step."""
     if isinstance(default, dict):
         return Optional[dict[str, _alike(list(default.values()))]]
     if isinstance(default, list) and default and all(isinstance(v, str) for v in default):
         return Optional[Union[list[str], str]]
+    if isinstance(default, (bool, int, float, str)):
+        return Optional[type(default)]
     return Any
 
 
