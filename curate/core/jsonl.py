@@ -1,6 +1,7 @@
 """JSON Lines I/O with the guarantees every stage relies on.
 
-* Reading names the file and line of anything malformed, as one line.
+* Reading names the file and line of anything malformed, as one line (the exact line, even
+  for a byte that is not UTF-8); a UTF-8 byte-order mark at the start is read past.
 * Appending writes whole lines and flushes them, so a killed run leaves at most one
   partial line at the end, which ``trim_partial_tail`` removes before resuming.
 * Whole-file outputs go through ``atomic_write``: a temporary name, then a rename.
@@ -8,6 +9,7 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import tempfile
@@ -31,27 +33,42 @@ def dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
-def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
-    """Yield (line number, parsed object) for each non-blank line."""
+def read_lines(path: str | os.PathLike, kind: str = "file") -> Iterator[tuple[int, str]]:
+    """Yield (line number, text without its line ending) for each line of a UTF-8 file.
+
+    Read as bytes and decoded line by line, so a byte that is not UTF-8 is reported at its
+    own line (text mode decodes in chunks and is off by as many lines as a chunk holds); a
+    UTF-8 byte-order mark at the start is skipped, as editors on Windows write one. ``kind``
+    names the file in the errors ("no such qrels file")."""
     path = Path(path)
     try:
-        fh = path.open("r", encoding="utf-8")
+        fh = path.open("rb")
     except FileNotFoundError:
-        raise CurateError(f"{path}: no such file") from None
+        raise CurateError(f"{path}: no such {kind}") from None
+    except IsADirectoryError:
+        raise CurateError(f"{path}: a folder, not a {kind}") from None
     except OSError as e:
         raise CurateError(f"{path}: cannot read: {e.strerror}") from None
     with fh:
-        lineno = 0
+        for lineno, raw in enumerate(fh, 1):
+            if lineno == 1 and raw.startswith(codecs.BOM_UTF8):
+                raw = raw[len(codecs.BOM_UTF8):]
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise CurateError(f"{path}:{lineno}: not UTF-8 text") from None
+            yield lineno, line.rstrip("\r\n")
+
+
+def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
+    """Yield (line number, parsed object) for each non-blank line."""
+    for lineno, line in read_lines(path):
+        if not line.strip():
+            continue
         try:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    yield lineno, json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise CurateError(f"{path}:{lineno}: invalid JSON: {e.msg}") from None
-        except UnicodeDecodeError:
-            raise CurateError(f"{path}:{lineno + 1}: not UTF-8 text") from None
+            yield lineno, json.loads(line)
+        except json.JSONDecodeError as e:
+            raise CurateError(f"{path}:{lineno}: invalid JSON: {e.msg}") from None
 
 
 def trim_partial_tail(path: str | os.PathLike) -> int:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -287,6 +288,8 @@ class Task:
     def from_dict(cls, d: dict[str, Any]) -> Task:
         if not isinstance(d, dict) or not isinstance(d.get("task"), str):
             raise ValueError("a task must be an object with a string 'task'")
+        if not d["task"].strip():  # a blank instruction would become records that teach nothing
+            raise ValueError("a task needs a non-blank 'task' text")
         task_type = d.get("task_type", "")
         return cls(
             id=d.get("id") or stable_id(task_type, d["task"]),
@@ -307,3 +310,21 @@ def read_records(path) -> list[Record]:
         except (ValueError, TypeError) as e:
             raise CurateError(f"{path}:{lineno}: not a curate record: {e}") from None
     return out
+
+
+def first_of_each_id(records: Iterable[Record], seen: set[str] | None = None) -> tuple[list[Record], list[Record]]:
+    """(the first record of each id, the later ones), in input order.
+
+    Stages key their work and outputs by record id, so a second record under an id (the same
+    example twice, or two examples given one name) would be kept twice or overwrite the first
+    by chance; every stage keeps the first copy and reports the others. ``seen``: ids already
+    taken (by an earlier input), updated in place."""
+    seen = set() if seen is None else seen
+    kept, repeats = [], []
+    for rec in records:
+        if rec.id in seen:
+            repeats.append(rec)
+        else:
+            seen.add(rec.id)
+            kept.append(rec)
+    return kept, repeats

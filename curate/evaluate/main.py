@@ -72,18 +72,10 @@ def load_data(folder: str, split: str) -> tuple[BeirData, list[str]]:
     path = Path(folder)
     if not path.is_dir():
         raise CurateError(f"{folder}: no such folder")
-    if not (path / "qrels" / f"{split}.tsv").is_file():
-        have = sorted(p.stem for p in (path / "qrels").glob("*.tsv"))
-        raise CurateError(f"{path / 'qrels' / f'{split}.tsv'}: no such split "
-                          f"(have: {', '.join(have) or 'none'})")
-    data = load_beir(path, split)
+    data = load_beir(path, split)  # an empty corpus, an unknown split: one line (qrels of unknown ids: dropped)
     qids = scored_queries(data.qrels)
     if not qids:
         raise CurateError(f"{path / 'qrels' / f'{split}.tsv'}: no query has a relevant document")
-    missing = [q for q in qids if q not in data.queries]
-    if missing:
-        raise CurateError(f"{path / 'qrels' / f'{split}.tsv'}: query {missing[0]!r} is not in "
-                          f"queries.jsonl ({len(missing)} missing)")
     return data, qids
 
 
@@ -163,17 +155,22 @@ def full_evaluation(model, data: BeirData, qids: list[str], dataset: dict[str, A
     return ev
 
 
-def obtain_light_set(opts: EvalOptions, data: BeirData, qids: list[str],
-                     dataset: dict[str, Any]) -> tuple[LightSet, Path, bool]:
-    """Load the light set (``--light-set`` or the cache) or build and store it."""
+def light_set_location(opts: EvalOptions, dataset: dict[str, Any]) -> tuple[Path, Any, LightParams]:
+    """Where the light set ``opts`` asks for lives (``--light-set`` or the cache), the teacher
+    that builds it and its parameters."""
     params = LightParams(opts.light_depth, opts.light_fraction, opts.light_seed)
     params.check()
     teacher = make_light_teacher(opts)
     if opts.light_set:
-        path = Path(opts.light_set)
-    else:
-        path = store.light_set_path(dataset, {"teacher": model_key(teacher), "depth": params.depth,
-                                              "fraction": params.fraction, "seed": params.seed})
+        return Path(opts.light_set), teacher, params
+    return store.light_set_path(dataset, {"teacher": model_key(teacher), "depth": params.depth,
+                                          "fraction": params.fraction, "seed": params.seed}), teacher, params
+
+
+def obtain_light_set(opts: EvalOptions, data: BeirData, qids: list[str],
+                     dataset: dict[str, Any]) -> tuple[LightSet, Path, bool]:
+    """Load the light set (``--light-set`` or the cache) or build and store it."""
+    path, teacher, params = light_set_location(opts, dataset)
     if path.exists():
         obj = store.read_json(path)
         if obj is None:
@@ -181,6 +178,7 @@ def obtain_light_set(opts: EvalOptions, data: BeirData, qids: list[str],
         lset = LightSet.from_json(obj, path)
         lset.check_against(data.corpus, qids, path)
         return lset, path, False
+    store.check_writable(path)  # before the teacher ranks the whole corpus
     lset = build_light_set(teacher, data.corpus, data.queries, data.qrels, qids, params, dataset)
     store.write_json(path, lset.to_json())
     return lset, path, True
@@ -242,6 +240,24 @@ def _light_part(opts: EvalOptions, model, data: BeirData, qids: list[str], datas
     return ev, extra
 
 
+def check_writes(opts: EvalOptions, dataset: dict[str, Any], model) -> None:
+    """Every file this evaluation will write, checked before any encoding, so a read-only or
+    full disk is one line naming the path instead of a crash after the work: the report
+    (``--out``), a light set still to be built, and the full score for the results cache."""
+    if opts.out:
+        store.check_writable(Path(opts.out))
+    if opts.light:
+        path = light_set_location(opts, dataset)[0]
+        if not path.exists():
+            store.check_writable(path)
+    if not opts.light:
+        store.check_writable(store.result_path(dataset, model_key(model)))
+    elif opts.compare_full:  # written unless already known (see known_full_score)
+        path = store.result_path(dataset, model_key(make_model(opts, "fp32")))
+        if not path.exists():
+            store.check_writable(path)
+
+
 def run_eval(opts: EvalOptions, say=None) -> dict[str, Any]:
     """Run the evaluation ``opts`` describes; return the report (and write ``opts.out``).
 
@@ -257,6 +273,7 @@ def run_eval(opts: EvalOptions, say=None) -> dict[str, Any]:
     dataset = store.dataset_identity(opts.data, opts.split)
     precision = resolve_precision(opts.precision, opts.light, opts.device)
     model = make_model(opts, precision)
+    check_writes(opts, dataset, model)
 
     extra: dict[str, Any] = {}
     if opts.light:

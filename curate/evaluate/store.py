@@ -12,18 +12,24 @@ Both live beside the embedding cache, under ``$CURATE_CACHE_DIR/eval`` (or
 
 A dataset is identified by its resolved folder *and* the size and modification time of
 the files read, so a corpus edited in place never meets a light set or result of its
-previous contents.  Files are written atomically; unreadable ones are ignored (rebuilt).
+previous contents.  Files are written atomically; unreadable ones are ignored (rebuilt).  A
+folder that cannot be written is found before the encoding (``check_writable``).
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
-from curate.embed.cache import default_cache_dir
+from curate.core.errors import CurateError
 from curate.core.jsonl import atomic_write_json
+from curate.core.runner import MIN_FREE_BYTES, disk_error
+from curate.embed.cache import default_cache_dir
 
 
 def eval_cache_dir() -> Path:
@@ -70,6 +76,32 @@ def read_json(path: Path) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) else None
 
 
+def _cannot_write(e: OSError, path: Path) -> CurateError:
+    """A failed write as one line naming ``path`` (the file the user asked for or the cache's)."""
+    err = disk_error(OSError(e.errno, e.strerror), path)  # the project's wording, for the path given
+    line = str(err) if isinstance(err, CurateError) else f"{path}: cannot write: {(e.strerror or str(e)).lower()}"
+    hint = " (set CURATE_CACHE_DIR to a writable folder)" if eval_cache_dir() in path.parents else ""
+    return CurateError(line + hint)
+
+
+def check_writable(path: Path) -> None:
+    """Make sure ``path`` can be written before the work that produces it: its folder made,
+    a file creatable there, and room on the disk (``runner.MIN_FREE_BYTES``)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path.parent):
+            pass
+        free = shutil.disk_usage(path.parent).free
+    except OSError as e:
+        raise _cannot_write(e, path) from None
+    if free < MIN_FREE_BYTES:
+        raise _cannot_write(OSError(errno.ENOSPC, "No space left on device"), path)
+
+
 def write_json(path: Path, obj: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(path, obj)
+    """Write atomically; a disk that fails the write (full, read-only) is one line naming ``path``."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(path, obj)
+    except OSError as e:
+        raise _cannot_write(e, path) from None

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from curate.core.errors import CurateError
-from curate.core.records import Record, read_records
+from curate.core.records import Record, first_of_each_id, read_records
 
 # ``meta["source"]`` values that ``curate mine`` writes on records it creates from a dataset.
 MINED_SOURCES = ("beir", "pairs", "hf")
@@ -108,11 +108,9 @@ def load_inputs(paths: list[str | Path]) -> tuple[list[Item], list[Source]]:
             src.reports["filter_report"] = _filter_summary(filter_rep)
         if mine_rep:
             src.reports["mine_report"] = _mine_summary(mine_rep)
+        records, repeats = first_of_each_id(records, seen)
+        src.duplicates_skipped += len(repeats)
         for rec in records:
-            if rec.id in seen:
-                src.duplicates_skipped += 1
-                continue
-            seen.add(rec.id)
             dataset = ""
             if (rec.meta or {}).get("source") in MINED_SOURCES:
                 dataset = src.dataset = _dataset_name(mine_rep, path)

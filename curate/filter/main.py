@@ -20,7 +20,9 @@ from curate.filter.recipe import load_recipe
 from curate.filter.run import FILTERED, REJECTED, REPORT, run_steps, write_outputs
 from curate.llm.backend import LLMOptions, llm_client
 from curate.progress import console
-from curate.core.records import read_records
+from curate.core.records import Record, first_of_each_id, read_records
+
+DUPLICATE_ID = "duplicate-id"  # a record id seen before: the first copy is the one filtered
 
 
 def _teacher_factory(cfg: dict[str, Any], executor: Executor | None = None):
@@ -97,14 +99,16 @@ def _filter(records, in_path: Path, out_dir: Path, run, recipe, teacher, query_p
             teacher_cfg[key] = value
     ctx = FilterContext(out_dir=out_dir, teacher_factory=_teacher_factory(teacher_cfg, executor),
                         llm_factory=_judge_factory(llm_opts, out_dir), corpus=corpus)
-    kept, rows = run_steps(records, recipe, ctx, executor)
+    unique, dup_row = _first_copies(records, ctx)
+    kept, rows = run_steps(unique, recipe, ctx, executor)
+    rows = dup_row + rows
     if ctx._teacher is not None:
         ctx._teacher.close()  # free any encoding workers
     plots = []
-    if any(r.teacher is not None for r in records):
+    if any(r.teacher is not None for r in unique):
         from curate.filter.plots import write_plots
 
-        plots = [str(out_dir / p.relative_to(run.dir)) for p in write_plots(records, run.dir)]
+        plots = [str(out_dir / p.relative_to(run.dir)) for p in write_plots(unique, run.dir)]
     report = {
         "input": str(in_path),
         "recipe": {"name": recipe.name, "path": str(recipe.path)},
@@ -124,6 +128,23 @@ def _filter(records, in_path: Path, out_dir: Path, run, recipe, teacher, query_p
                        "dropped": {row["step"]: {**row["records_dropped"], **row["negatives_dropped"]}
                                    for row in report["steps"]}})
     return report
+
+
+def _first_copies(records: list[Record], ctx: FilterContext) -> tuple[list[Record], list[dict[str, Any]]]:
+    """The first record of each id, the others logged in ``rejected.jsonl`` (``duplicate-id``)
+    and, when there are any, a report row of their own before the recipe's steps."""
+    unique, repeats = first_of_each_id(records)
+    if not repeats:
+        return unique, []
+    first = {r.id: r for r in unique}
+    ctx.step_name = DUPLICATE_ID
+    for rec in repeats:
+        ctx.reject(rec, DUPLICATE_ID, {"same_as_first": rec.to_dict() == first[rec.id].to_dict()})
+    negs_in = sum(len(r.negatives) for r in records)
+    negs_kept = sum(len(r.negatives) for r in unique)
+    return unique, [{"step": DUPLICATE_ID, "params": {}, "records_in": len(records), "records_kept": len(unique),
+                     "records_dropped": {DUPLICATE_ID: len(repeats)}, "negatives_in": negs_in,
+                     "negatives_kept": negs_kept, "negatives_dropped": {}, "seconds": 0.0}]
 
 
 def _teacher_stats(ctx: FilterContext, cfg: dict[str, Any]) -> dict[str, Any] | None:

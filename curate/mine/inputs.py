@@ -2,13 +2,14 @@
 
 Four sources, one shape (``MineInput``: ``MineItem`` per query over one ``Corpus``):
 
-* a BEIR folder: one item per query id of the split's qrels, positives = documents with
+* a BEIR folder: one item per query id of the split's qrels (lines citing ids the folder lacks
+  are dropped by the reader and counted here), positives = documents with
   relevance >= ``min_relevance``, most relevant first, then in qrels order (the first is the
   record's positive);
 * a pairs JSONL file: lines ``{"query": ..., "positive": "text" or ["text", ...]}`` (optional
   ``query_id``, ``task_type``, ``task``); lines with the same query text form one item;
-* curate records: one item per record, positives = ``Record.all_positives()``;
-  the record's own negatives are kept and never mined again;
+* curate records: one item per record id (a repeated id: its first copy), positives =
+  ``Record.all_positives()``; the record's own negatives are kept and never mined again;
 * a Hugging Face dataset (hub name, ``save_to_disk`` folder, or a local data file): rows
   are pairs, read from the query and positive columns (default: the first two).
 
@@ -34,7 +35,9 @@ import numpy as np
 from curate.corpus import read_corpus
 from curate.core.errors import CurateError
 from curate.core.jsonl import read_jsonl
-from curate.core.records import Record, read_records, stable_id
+from curate.core.records import Record, first_of_each_id, read_records, stable_id
+
+REPEATED_ID = "record id seen before (first copy kept)"
 
 
 class Corpus:
@@ -110,6 +113,8 @@ class MineInput:
     corpus: Corpus
     source: dict[str, Any]
     skipped: dict[str, int] = field(default_factory=dict)
+    # (id, reason, detail) of input items left out, for the run's rejected.jsonl
+    rejected: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
 
     def skip(self, reason: str) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
@@ -141,21 +146,19 @@ def finalize(inp: MineInput) -> MineInput:
 
 def load_beir_input(folder: str | Path, split: str = "train", qrels_path: str | Path | None = None,
                     min_relevance: int = 1) -> MineInput:
-    from curate.datasets.beir import load_beir, read_qrels
+    from curate.datasets.beir import load_beir
 
     folder = Path(folder)
-    data = load_beir(folder, split=None if qrels_path else split)
-    qrels = read_qrels(Path(qrels_path)) if qrels_path else data.qrels
+    data = load_beir(folder, split, qrels_path)
+    qrels = data.qrels
     corpus = Corpus()
     for doc_id, text in data.corpus.items():
         corpus.add(text, doc_id)
     inp = MineInput([], corpus, {"kind": "beir", "path": str(folder), "split": split,
                                  "qrels": str(qrels_path or folder / "qrels" / f"{split}.tsv"),
                                  "min_relevance": min_relevance})
+    _count_dropped_qrels(inp, data, min_relevance)
     for qid, rels in qrels.items():
-        if qid not in data.queries:
-            inp.skip("query id not in queries.jsonl")
-            continue
         if not data.queries[qid].strip():  # a record needs text on both sides (records.py checks it)
             inp.skip("query text is empty")
             continue
@@ -165,9 +168,7 @@ def load_beir_input(folder: str | Path, split: str = "train", qrels_path: str | 
             if rel < min_relevance:
                 continue
             idx = corpus.find_id(doc_id)
-            if idx is None:
-                inp.skip("positive id not in corpus.jsonl (positive dropped)")
-            elif not corpus.texts[idx].strip():
+            if not corpus.texts[idx].strip():
                 inp.skip("positive text is empty (positive dropped)")
             elif idx not in positives:
                 positives.append(idx)
@@ -179,6 +180,22 @@ def load_beir_input(folder: str | Path, split: str = "train", qrels_path: str | 
                                   record_id=stable_id("beir", folder.name, qid), query_id=qid,
                                   top_tied=relevance.count(relevance[0])))
     return finalize(inp)
+
+
+def _count_dropped_qrels(inp: MineInput, data, min_relevance: int) -> None:
+    """The qrels lines the reader left out (unknown ids), counted in the report as this input's
+    skips: each unknown query once, each unknown positive, and each query left with none."""
+    from curate.datasets.beir import DOC_MISSING, QUERY_MISSING
+
+    for _ in {d.query_id for d in data.dropped if d.reason == QUERY_MISSING}:
+        inp.skip("query id not in queries.jsonl")
+    emptied = set()
+    for d in data.dropped:
+        if d.reason == DOC_MISSING and d.score >= min_relevance:
+            inp.skip("positive id not in corpus.jsonl (positive dropped)")
+        if d.reason == DOC_MISSING and d.query_id not in data.qrels and d.query_id not in emptied:
+            emptied.add(d.query_id)
+            inp.skip(f"no positive with relevance >= {min_relevance}")
 
 
 # -- pairs (JSONL or Hugging Face rows) ---------------------------------------------------
@@ -287,12 +304,16 @@ def load_hf_input(name: str, split: str = "train", config: str | None = None, qu
 
 
 def load_records_input(in_path: str | Path, corpus_path: str | Path | None = None) -> MineInput:
-    records = read_records(in_path)
+    """One item per record; a record id seen before is skipped (the first copy is mined)."""
+    records, repeats = first_of_each_id(read_records(in_path))
     if not records:
         raise CurateError(f"{in_path}: no records")
     corpus = Corpus.from_file(corpus_path)
     inp = MineInput([], corpus, {"kind": "records", "path": str(in_path),
                                  "corpus": str(corpus_path) if corpus_path else None})
+    for rec in repeats:
+        inp.skip(REPEATED_ID)
+        inp.rejected.append((rec.id, "duplicate-id", {"query": rec.query}))
     for rec in records:
         positives: list[int] = []
         for p in rec.all_positives():

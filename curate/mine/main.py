@@ -153,6 +153,8 @@ def _mine(opts: MineOptions, cfg: MineConfig, run, teachers, rescorer) -> dict[s
     items = inp.items[:opts.limit] if opts.limit else inp.items
     if not items:
         raise CurateError("no queries to mine")
+    for item_id, reason, detail in inp.rejected:
+        run.reject(item_id, reason, **detail)
     timings["load_s"] = time.perf_counter() - t
 
     teachers = teachers if teachers is not None else _teachers(opts)
