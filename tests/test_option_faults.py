@@ -140,3 +140,18 @@ def test_blank_task_in_tasks_file_names_file_and_line(tmp_path, line):
     assert proc.returncode == 2
     assert_one_line_error(proc, f"{tasks}:2: a task needs a non-blank 'task' text")
     assert not (tmp_path / "o").exists()  # before any LLM call or run folder
+
+
+@pytest.mark.parametrize("options, needle", [
+    ({"k": 0}, "-k 0 must be at least 1"),
+    ({"max_depth": 0}, "--max-depth 0 must be at least 1"),
+    ({"positive_top": -1}, "--positive-top -1 must be at least 0"),
+    ({"temperature": 0.0}, "--temperature 0.0 must be above 0.0"),
+    ({"margin": 5.0}, "percpos takes a share of the positive's score"),
+])
+def test_mine_from_python_checks_the_same_declared_ranges(options, needle):
+    from curate.mine.main import _config
+    from curate.mine.options import MineOptions
+
+    with pytest.raises(CurateError, match=needle):
+        _config(MineOptions(out="unused", **options))

@@ -13,6 +13,7 @@ from typing import Any
 
 from curate.core.errors import CurateError
 from curate.core.jsonl import atomic_write_json, atomic_write_jsonl
+from curate.core.params import range_problem
 from curate.core.runner import REJECTED
 from curate.mine import report as rep
 from curate.mine.ensemble import ENSEMBLES, Pick, assign_cross, interleave
@@ -33,20 +34,17 @@ def _config(opts: MineOptions) -> MineConfig:
     for path in opts.preset_modules:
         load_preset_module(path)
     method = Method.make(opts.method, **{f.name: getattr(opts, f.name) for f in fields(Knobs)})
-    if opts.k < 1:
-        raise CurateError("-k must be at least 1")
-    if opts.depth < 1 or (opts.max_depth is not None and opts.max_depth < 1):
-        raise CurateError("--depth and --max-depth must be at least 1")
+    for f in fields(MineOptions):  # the ranges the fields declare, as the CLI's option types read them
+        problem = range_problem(f.metadata, getattr(opts, f.name))
+        if problem:
+            flag = "-k" if f.name == "k" else f"--{f.name.replace('_', '-')}"
+            raise CurateError(f"{flag} {getattr(opts, f.name)} {problem}")
     if opts.positive_choice not in ("first", "teacher"):
         raise CurateError(f"--positive-choice {opts.positive_choice!r}: choose first or teacher")
     if opts.anchor not in ("lowest", "record"):
         raise CurateError(f"--anchor {opts.anchor!r}: choose lowest or record")
-    if opts.positive_top is not None and opts.positive_top < 0:
-        raise CurateError("--positive-top must be 0 (no gate) or more")
     if opts.sample not in STRATEGIES:
         raise CurateError(f"unknown --sample {opts.sample!r} (choose from {', '.join(STRATEGIES)})")
-    if opts.sample != "top" and opts.temperature <= 0:
-        raise CurateError("--temperature must be above 0")
     search = {f.name: getattr(opts, f.name) for f in fields(SearchSettings)}
     # the first window must reach the gate's rank, so that every rank it judges is exact
     search.update(pool=max(1, opts.pool), depth=max(opts.depth, opts.positive_top or 0))
