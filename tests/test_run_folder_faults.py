@@ -190,7 +190,7 @@ def test_a_run_whose_outputs_would_replace_its_input_is_refused_before_anything_
     out = tmp_path / "out"
     out.mkdir()
     (out / "data.jsonl").write_text("mine\n", encoding="utf-8")
-    with pytest.raises(CurateError, match="data.jsonl: this input lies in data.jsonl of .*which this run writes anew"):
+    with pytest.raises(CurateError, match="data.jsonl: this input is an output this run writes anew"):
         with open_run("filter", out, inputs=[out / "data.jsonl"]) as run:
             run.path("data.jsonl").write_text("theirs\n", encoding="utf-8")
     assert (out / "data.jsonl").read_text(encoding="utf-8") == "mine\n"
@@ -202,7 +202,7 @@ def test_a_run_over_an_output_it_declares_is_refused_before_the_work(tmp_path):
     with open_run("filter", out) as run:
         run.path("filtered.jsonl").write_text("first\n", encoding="utf-8")
     worked = []
-    with pytest.raises(CurateError, match="filtered.jsonl of .*which this run writes anew"):
+    with pytest.raises(CurateError, match="filtered.jsonl: this input is an output this run writes anew"):
         with open_run("filter", out, inputs=[out / "filtered.jsonl"], writes=["filtered.jsonl"]):
             worked.append(True)
     assert not worked
@@ -252,3 +252,17 @@ def test_export_from_python_refuses_true_as_a_count_of_negatives(tmp_path):
     with pytest.raises(CurateError, match="--negatives-per-row True: give a count of at least 1"):
         run_export(ExportOptions(inputs=(str(recs),), out=str(tmp_path / "E"), negatives_per_row=True))
     assert not (tmp_path / "E").exists()
+
+
+@pytest.mark.parametrize("stage, output", [("mine", "mined.jsonl"), ("filter", "filtered.jsonl")])
+def test_mine_and_filter_refuse_their_own_output_as_input_before_any_model(tmp_path, stage, output):
+    """`curate mine --in M/mined.jsonl --out M` would replace its input with its output."""
+    out = tmp_path / "M"
+    out.mkdir()
+    inp = _records(out / output)
+    before = inp.read_bytes()
+    proc = run_curate(stage, "--in", str(inp), "--out", str(out), env={"HF_HUB_OFFLINE": "1"})
+    assert_one_line_error(proc, f"{inp}: this input is an output this run writes anew", "move it out of")
+    assert proc.returncode == 2
+    assert inp.read_bytes() == before
+    assert sorted(p.name for p in out.iterdir()) == [".curate.lock", output]  # no staging, no run.json

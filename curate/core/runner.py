@@ -229,9 +229,9 @@ def _check_inputs_kept(out: Path, inputs: list[str], replaced: Iterable[str]) ->
             continue
         top = path.relative_to(root).parts[0]
         if top in names:
-            what = top if path == root / top else f"{top}/"
-            raise CurateError(f"{p}: this input lies in {what} of {out}, which this run writes anew (the old copy "
-                              f"would be deleted); move it out of {out} or choose another --out")
+            where = "is an output" if path == root / top else f"lies in {top}/ of {out}, a folder"
+            raise CurateError(f"{p}: this input {where} this run writes anew (the old copy would be deleted); "
+                              f"move it out of {out} or choose another --out")
 
 
 def _stale(out: Path, stage: str, written: list[str], inputs: list[str]) -> list[str]:

@@ -82,7 +82,8 @@ def filter_main(opts: FilterOptions, quiet: bool = False) -> dict[str, Any]:
     params = {"recipe": recipe.name, "steps": [{"step": c.name, **c.params} for c in recipe.steps],
               "teacher": teacher, "query_prompt": query_prompt, "doc_prompt": doc_prompt,
               "executor": {"kind": opts.executor.kind, "shards": opts.executor.shards}}
-    with open_run("filter", out_dir, params, [in_path, recipe.path, corpus_path]) as run:
+    with open_run("filter", out_dir, params, [in_path, recipe.path, corpus_path],
+                  writes=(FILTERED, REJECTED, REPORT)) as run:
         report = _filter(records, in_path, out_dir, run, recipe, teacher, query_prompt, doc_prompt, corpus_path,
                          llm_opts, started, opts.executor)
     if not quiet:

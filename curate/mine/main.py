@@ -126,7 +126,7 @@ def run_mine(opts: MineOptions, teachers=None, rescorer=None) -> dict[str, Any]:
         raise CurateError("several --teacher need --ensemble intra or --ensemble cross")
     params = {k: v for k, v in asdict(opts).items() if k != "out"}
     inputs = [opts.data, opts.qrels, opts.pairs, opts.records, opts.corpus, opts.check_qrels]
-    with open_run("mine", opts.out, params, inputs) as run:
+    with open_run("mine", opts.out, params, inputs, writes=(MINED, REPORT, REJECTED)) as run:
         report = _mine(opts, cfg, run, teachers, rescorer)
         run.counts.update({"queries_in": report["queries_in"], "records_out": report["queries_out"],
                            "negatives": report["negatives"]})
