@@ -247,7 +247,7 @@ def D(name: str):
 @click.option("--data", type=click.Path(file_okay=False), default=None,
               help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv).")
 @click.option("--split", default=D("split"), show_default=True, help="Qrels split of --data.")
-@click.option("--qrels", type=click.Path(dir_okay=False), default=None,
+@click.option("--qrels", default=None,
               help="Qrels file to use with --data instead of qrels/SPLIT.tsv.")
 @click.option("--min-relevance", type=int, default=D("min_relevance"), show_default=True,
               help="Qrels relevance that makes a document a positive.")
@@ -319,7 +319,7 @@ def D(name: str):
 @click.option("--positive-top", type=R("positive_top"), default=D("positive_top"), show_default=True,
               help="Drop queries whose own positive the teacher ranks below this rank (Linq's teacher filter; "
                    "0: no gate).")
-@click.option("--check-qrels", type=click.Path(dir_okay=False), default=None,
+@click.option("--check-qrels", default=None,
               help="BEIR qrels the miner did not see: report the share of negatives they call relevant.")
 @click.option("--limit", type=R("limit"), default=None, help="Mine only the first N queries.")
 @executor_options("the teachers' encoding of queries and corpus")

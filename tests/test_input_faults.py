@@ -213,6 +213,11 @@ def test_a_qrels_path_that_is_a_folder_is_one_line(tmp_path):
     assert proc.returncode == 2 and not (tmp_path / "g" / "generated.jsonl").exists()
     with pytest.raises(CurateError, match=f"^{folder / 'qrels'}: a folder, not a qrels file$"):
         load_beir_input(folder, qrels_path=folder / "qrels")  # mine --qrels SOMEDIR from Python
+    for flag in ("--qrels", "--check-qrels"):  # and from the command line: the reader's line, not click's usage
+        proc, encoded = _curate(tmp_path, "mine", "--data", str(folder), "--split", "test", flag, str(folder / "qrels"),
+                                "--out", str(tmp_path / "o2"))
+        assert_one_line_error(proc, f"{folder / 'qrels'}: a folder, not a qrels file")
+        assert proc.returncode == 2 and encoded == []
 
 
 def test_a_missing_split_is_named(tmp_path):
