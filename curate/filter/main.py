@@ -76,6 +76,10 @@ def filter_main(opts: FilterOptions, quiet: bool = False) -> dict[str, Any]:
     corpus_path = Path(opts.corpus) if opts.corpus else None
     started = time.perf_counter()
     recipe = load_recipe(recipe_name)
+    if corpus_path is None and any(step.name == "round_trip" for step in recipe.steps):
+        from curate.filter.round_trip import NO_CORPUS
+
+        raise CurateError(NO_CORPUS)  # before any step runs or any model loads
     records = read_records(in_path)
     if not records:
         raise CurateError(f"{in_path}: no records")

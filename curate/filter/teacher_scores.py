@@ -70,7 +70,7 @@ def select_negatives(rec: Record, keep: Sequence[int]) -> None:
             t.margin = margin_of(t.positive, scores)
 
 
-def _pool(records: Sequence[Record], corpus: Sequence[str]) -> tuple[list[str], dict[str, int]]:
+def document_pool(records: Sequence[Record], corpus: Sequence[str]) -> tuple[list[str], dict[str, int]]:
     index: dict[str, int] = {}
     for rec in records:
         for text in (rec.positive, *(n.text for n in rec.negatives)):
@@ -123,7 +123,7 @@ def ensure_teacher_scores(records: Sequence[Record], ctx, depth: int = 100) -> S
     todo = [r for r in records if not is_annotated(r, teacher.model_id)]
     if not todo:
         return records
-    pool, index = _pool(records, ctx.corpus or [])
+    pool, index = document_pool(records, ctx.corpus or [])
     encoded0, hits0 = teacher.encoded, teacher.cache_hits
     groups: dict[str, list[Record]] = {}
     for rec in todo:

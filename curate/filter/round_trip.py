@@ -1,0 +1,83 @@
+"""``round_trip``: keep a generated query only if it finds its own passage again.
+
+Promptagator's round-trip consistency (Dai et al., ICLR 2023, §3.2): a query an LLM wrote
+for a passage should retrieve that passage. For records written from documents (query =
+generated, ``positive`` = the source passage), the teacher searches the whole pool with the
+query -- every distinct document text of the file plus ``--corpus`` (``ctx.corpus``), the
+ranking ``teacher_scores`` already does exactly and caches -- and a record whose positive
+ranks below ``top_k`` is dropped as ``round-trip`` with its rank, ``top_k`` and the pool size.
+Without the documents there is nothing to search, so an empty corpus is an error.
+
+The record's own ``positive`` is the passage that decides. Further positives
+(``rec.positives``) are ordinary documents of the pool: if they outrank the source passage,
+they push it down like any other document.
+
+Ranks are only comparable across one pool, so a record that arrives scored by this teacher
+against another pool (an earlier run without the corpus, say) is scored again here.
+
+The report gets the rank distribution (1, 2-3, 4-10, 11-100, deeper), the median rank, the
+share kept, and how many positives were not found verbatim in the corpus (those compete
+with whatever near-copy of themselves the corpus holds, so a high count means the records'
+passages and the corpus were cut differently).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+from curate.core.errors import CurateError
+from curate.core.params import check_params
+from curate.filter.base import register
+from curate.filter.teacher_scores import TeacherDepth, document_pool, ensure_teacher_scores
+
+NO_CORPUS = "round_trip searches the documents the queries were written from: give them with --corpus"
+BUCKETS = (("rank_1", 1, 1), ("rank_2_3", 2, 3), ("rank_4_10", 4, 10), ("rank_11_100", 11, 100))
+
+
+@dataclass
+class RoundTripParams(TeacherDepth):
+    """``top_k`` 3: Promptagator keeps a query whose source passage is in the retriever's top K
+    (its retriever was trained on the generated data itself); the open re-implementation
+    Promptodile (CIKM 2025, small open generators) keeps the top 3. Here the judge is an
+    off-the-shelf teacher, and a weak generator often writes title-like queries that match
+    every passage on the same topic about as well as their own: rank 1 would drop such a query
+    on a coin toss between near-equal siblings, the top 3 lets a couple of close siblings
+    through and still drops a query that drifted off its passage (README, "Filter")."""
+
+    top_k: int = field(default=3, metadata={"min": 1})
+
+
+def rank_counts(ranks: list[int]) -> dict[str, int]:
+    """How many ranks fall in each report bucket (1, 2-3, 4-10, 11-100, deeper)."""
+    counts = {name: sum(lo <= r <= hi for r in ranks) for name, lo, hi in BUCKETS}
+    counts["rank_deeper"] = sum(r > BUCKETS[-1][2] for r in ranks)
+    return counts
+
+
+@register("round_trip", RoundTripParams)
+def round_trip(records, params, ctx):
+    p = check_params("round_trip", RoundTripParams, params)
+    if not ctx.corpus:
+        raise CurateError(NO_CORPUS)
+    pool, _ = document_pool(records, ctx.corpus)
+    for rec in records:
+        if rec.teacher is not None and rec.teacher.pool != len(pool):
+            rec.teacher = None  # ranked against another pool: not comparable
+    ensure_teacher_scores(records, ctx, depth=p.depth)
+
+    corpus = set(ctx.corpus)
+    kept, ranks = [], []
+    for rec in records:
+        t = rec.teacher
+        ranks.append(t.positive_rank)
+        if t.positive_rank > p.top_k:
+            ctx.reject(rec, "round-trip", {"rank": t.positive_rank, "top_k": p.top_k, "pool": t.pool,
+                                           "score": t.positive})
+        else:
+            kept.append(rec)
+    ctx.note(top_k=p.top_k, pool=len(pool), records_in=len(records), records_kept=len(kept),
+             kept_share=round(len(kept) / len(records), 4) if records else None,
+             **rank_counts(ranks), median_rank=statistics.median(ranks) if ranks else None,
+             positives_not_in_corpus=sum(rec.positive not in corpus for rec in records))
+    return kept
