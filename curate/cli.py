@@ -110,7 +110,8 @@ def brainstorm(task_names, n, out, dedup_threshold, **kw) -> None:
 
 @cli.command()
 @click.option("-n", "--num-examples", "n", type=click.IntRange(1), default=None,
-              help="Examples to generate per family  [default: 100; with --from-pairs: one per pair].")
+              help="Examples to generate per family  [default: 100; with --from-pairs: one per pair; "
+                   "with --from-corpus: one per passage, N passages sampled with --seed].")
 @click.option("--per-task", type=click.IntRange(1), default=4, show_default=True,
               help="Examples per task: ceil(n / per-task) tasks are brainstormed.")
 @click.option("--tasks-file", type=click.Path(exists=True, dir_okay=False), default=None,
@@ -124,24 +125,29 @@ def brainstorm(task_names, n, out, dedup_threshold, **kw) -> None:
               help="Real (query, positive) pairs (JSONL of {\"query\", \"positive\"}, or a BEIR folder): "
                    "ask only for 4 graded negatives per pair; implies --task from-pairs.")
 @click.option("--split", default="train", show_default=True, help="Qrels split of a BEIR folder given to --from-pairs.")
+@click.option("--from-corpus", "corpus_path", type=click.Path(exists=True), default=None,
+              help="Your documents (a BEIR folder, a corpus JSONL, or a folder of .txt/.md/.html): the model "
+                   "writes a query for each sampled passage, the passage is the positive; writes "
+                   "OUT/corpus.jsonl; implies --task from-corpus.")
 @_family_options(task_required=False)
 @_llm_options
 def generate(task_names, n, out, per_task, tasks_file, overrides, max_chars, retry_failed, pairs_path, split,
-             dedup_threshold, **kw) -> None:
+             corpus_path, dedup_threshold, **kw) -> None:
     """Generate (query, positive, 4 graded negatives) records into OUT/generated.jsonl.
 
     Negatives come hardest first (level 1) to easiest (level 4). Re-running the same command
     resumes: finished items are not redone and cached requests are not sent again.
-    With --from-pairs the query and positive are real ones, kept verbatim.
+    With --from-pairs the query and positive are real ones, kept verbatim. With --from-corpus
+    the positive is a passage of your documents, kept verbatim, and the model writes the query.
     """
     from curate.generate.stage import GenerateOptions, generate_stage
 
-    if not task_names and not pairs_path:
-        raise click.UsageError("Missing option '--task' (or give --from-pairs FILE).")
+    if not task_names and not pairs_path and not corpus_path:
+        raise click.UsageError("Missing option '--task' (or give --from-pairs FILE or --from-corpus DOCS).")
     base = _stage_options(task_names, out, dedup_threshold, kw)
     generate_stage(GenerateOptions(**vars(base), n=n, per_task=per_task, tasks_file=tasks_file,
                                    pins=_parse_overrides(overrides), max_chars=max_chars, retry_failed=retry_failed,
-                                   pairs=pairs_path, split=split))
+                                   pairs=pairs_path, split=split, corpus=corpus_path))
 
 
 def _stage_options(task_names, out: str, dedup_threshold: float, kw: dict[str, Any]):

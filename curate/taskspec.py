@@ -194,10 +194,13 @@ def _no_blank_strings(schema: Any) -> Any:
 
 
 def _check_negatives(schema: dict[str, Any], n: int) -> None:
-    """The prompt asks for ``n`` negatives; the schema must let the model give that many."""
-    if n < 1:
-        raise ValueError(f"'n_negatives' must be at least 1, not {n}")
+    """The prompt asks for ``n`` negatives; the schema must let the model give that many (none:
+    ``n_negatives: 0`` and no ``negatives`` in the schema, for queries whose negatives are mined)."""
     neg = (schema.get("properties") or {}).get("negatives")
+    if n == 0 and neg is None:
+        return
+    if n < 1:
+        raise ValueError(f"'n_negatives' must be at least 1 (or 0 with no 'negatives' in the schema), not {n}")
     if not isinstance(neg, dict) or neg.get("type") != "array":
         raise ValueError("generate.schema.properties.negatives must be an array")
     lo, hi = int(neg.get("minItems", 0)), neg.get("maxItems")
@@ -227,8 +230,12 @@ def _parse(raw: dict[str, Any], path: Path) -> TaskSpec:
     bad = [k for k in inputs if k not in INPUT_KEYS]
     if bad:
         raise ValueError(f"'inputs' may list only {', '.join(INPUT_KEYS)}, not {', '.join(bad)}")
+    n_negatives = raw.get("n_negatives", 4)
+    if not isinstance(n_negatives, int) or isinstance(n_negatives, bool):
+        raise ValueError(f"'n_negatives' must be an integer, not {n_negatives!r}")
     required = set(generate.schema.get("required") or [])
-    missing = [k for k in ANSWER_KEYS if k not in required and k not in inputs]
+    asked = [k for k in ANSWER_KEYS if k != "negatives" or n_negatives]  # 0: negatives are mined later
+    missing = [k for k in asked if k not in required and k not in inputs]
     if missing:
         raise ValueError(f"generate.schema must require {', '.join(missing)}")
     brainstorm = None
@@ -241,9 +248,6 @@ def _parse(raw: dict[str, Any], path: Path) -> TaskSpec:
     if brainstorm is None and not fixed:
         raise ValueError("a spec needs a 'brainstorm' section or 'fixed_tasks'")
     b = b or {}
-    n_negatives = raw.get("n_negatives", 4)
-    if not isinstance(n_negatives, int) or isinstance(n_negatives, bool):
-        raise ValueError(f"'n_negatives' must be an integer, not {n_negatives!r}")
     if "negatives" not in inputs:
         _check_negatives(generate.schema, n_negatives)
     scale = raw.get("score_scale") or [1, 10]

@@ -103,7 +103,7 @@ def parse_example(data: dict[str, Any], n_negatives: int) -> Example:
         return str(data[key]).strip() if key in data else None
 
     negatives = [Negative(text=str(n["text"]).strip(), level=level, score=n.get("score"), answerable=n.get("answerable"))
-                 for level, n in enumerate(data["negatives"][:n_negatives], 1)]
+                 for level, n in enumerate(data.get("negatives", [])[:n_negatives], 1)]
     return Example(text("query"), text("positive"), negatives, data.get("positive_score"),
                    data.get("positive_answerable"))
 
@@ -123,6 +123,7 @@ def answer_to_record(spec: TaskSpec, item: Item, example: Example, meta: dict[st
         task=item.task.task,
         query=given["query"] if "query" in given else example.query,
         positive=given["positive"] if "positive" in given else example.positive,
+        positive_id=given.get("positive_id"),  # the corpus id of a given positive (--from-corpus)
         negatives=example.negatives,
         positive_score=example.positive_score,
         positive_answerable=example.positive_answerable,

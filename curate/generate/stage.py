@@ -37,7 +37,7 @@ class StageOptions:
 
 @dataclass(kw_only=True)
 class GenerateOptions(StageOptions):
-    n: int | None = None  # examples per family (default 100; with pairs: one per pair)
+    n: int | None = None  # examples per family (default 100; with pairs: one per pair; with corpus: passages sampled)
     per_task: int = 4
     tasks_file: str | None = None
     pins: dict[str, Any] = field(default_factory=dict)
@@ -45,6 +45,7 @@ class GenerateOptions(StageOptions):
     retry_failed: bool = False
     pairs: str | None = None  # real (query, positive) pairs: a JSONL file or a BEIR folder
     split: str = "train"
+    corpus: str | None = None  # the user's documents: the model writes a query per sampled passage
 
 
 def families(names: Sequence[str], tasks_dirs: Sequence[str]) -> list[str]:
@@ -81,30 +82,47 @@ def generate_stage(opts: GenerateOptions) -> dict[str, Any]:
     from curate.progress import RunStats
 
     names = tuple(opts.tasks)
-    if not names and not opts.pairs:
-        raise CurateError("give --task (or --from-pairs FILE)")
+    if opts.pairs and opts.corpus:
+        raise CurateError("give --from-pairs or --from-corpus, not both")
+    if not names and not opts.pairs and not opts.corpus:
+        raise CurateError("give --task (or --from-pairs FILE, or --from-corpus DOCS)")
     if opts.tasks_file and len(names) > 1:
         raise CurateError("--tasks-file goes with a single --task")
     given = load_tasks(Path(opts.tasks_file)) if opts.tasks_file else None  # checked before any server starts
     if given == []:
         raise CurateError(f"{opts.tasks_file}: no tasks")
-    pairs = None
-    if opts.pairs:
-        from curate.generate.from_pairs import FAMILY, pair_items, read_pairs
+    source = "pairs" if opts.pairs else "corpus" if opts.corpus else None
+    if source:
+        from curate.generate import from_corpus, from_pairs
 
-        names = names or (FAMILY,)
+        flag, default = (("--from-pairs", from_pairs.FAMILY) if source == "pairs"
+                         else ("--from-corpus", from_corpus.FAMILY))
+        names = names or (default,)
         if len(names) > 1 or "all" in names:
-            raise CurateError("--from-pairs goes with a single --task (default: from-pairs)")
-    _check_inputs(names, opts.tasks_dirs, bool(opts.pairs))
-    if opts.pairs:
-        pairs = read_pairs(opts.pairs, opts.split)  # checked before any server starts
+            raise CurateError(f"{flag} goes with a single --task (default: {default})")
+    _check_inputs(names, opts.tasks_dirs, source)
     out = Path(opts.out)
+    pairs = docs = None
+    if opts.pairs:  # read and checked before any server starts
+        pairs = from_pairs.read_pairs(opts.pairs, opts.split)
+    if opts.corpus:
+        from curate.datasets.documents import read_documents
+
+        docs = read_documents(opts.corpus)
+        _check_corpus_target(Path(opts.corpus), out / from_corpus.CORPUS)
 
     async def one(spec, client, stats, progress):
-        if pairs is not None:
+        if pairs is not None or docs is not None:
             tasks = load_tasks(Path(opts.tasks_file), spec.family) if given else fixed_tasks(spec)
             stats.extra["tasks_used"] = len(tasks)
-            items = pair_items(spec, pairs, tasks, opts.seed, stats, opts.pins, opts.max_chars, limit=opts.n)
+            if pairs is not None:
+                items = from_pairs.pair_items(spec, pairs, tasks, opts.seed, stats, opts.pins, opts.max_chars,
+                                              limit=opts.n)
+            else:
+                docs.write_corpus(out / from_corpus.CORPUS)  # the corpus filter --corpus and mine --corpus take
+                stats.extra["passages"] = len(docs.passages)
+                passages = from_corpus.sample_passages(docs, opts.n, opts.seed)
+                items = from_corpus.corpus_items(spec, passages, tasks, opts.seed, stats, opts.pins, opts.max_chars)
             await generate(spec, [], len(items), client, out, opts.seed, stats, opts.pins, opts.prompts_dirs,
                            opts.retry_failed, progress, opts.max_chars, items=items)
             return
@@ -122,22 +140,39 @@ def generate_stage(opts: GenerateOptions) -> dict[str, Any]:
                        opts.retry_failed, progress, opts.max_chars)
 
     extra = {k: v for k, v in asdict(opts).items() if k not in asdict(StageOptions(out=""))}
-    return run_llm_stage("generate", opts, one, extra, names)
+    summary = run_llm_stage("generate", opts, one, extra, names)
+    if docs is not None:
+        from curate.progress import console
+
+        console.print(f"passages corpus (for filter --corpus and mine --corpus): {out / from_corpus.CORPUS}")
+    return summary
 
 
-def _check_inputs(names: Sequence[str], tasks_dirs: Sequence[str], have_pairs: bool) -> None:
-    """Specs that take given inputs run with --from-pairs, and only they do."""
+def _check_corpus_target(docs_path: Path, target: Path) -> None:
+    """The passages' corpus goes to OUT/corpus.jsonl; it must not overwrite the documents read."""
+    source = docs_path / "corpus.jsonl" if docs_path.is_dir() else docs_path
+    if target.exists() and source.exists() and target.resolve() == source.resolve():
+        raise CurateError(f"{target}: is the input being read; give --out another folder")
+
+
+def _check_inputs(names: Sequence[str], tasks_dirs: Sequence[str], source: str | None) -> None:
+    """Specs that take given inputs run with --from-pairs (query and positive) or --from-corpus
+    (positive), and only they do."""
     from curate.taskspec import load_spec
 
     dirs = tuple(Path(d) for d in tasks_dirs)
     for name in families(names, tasks_dirs):
         spec = load_spec(name, dirs)
-        if have_pairs and not {"query", "positive"} <= set(spec.inputs):
+        if source == "pairs" and not {"query", "positive"} <= set(spec.inputs):
             raise CurateError(f"--from-pairs needs a spec whose 'inputs' are query and positive "
                               f"({spec.family} asks the model for them)")
-        if not have_pairs and spec.inputs:
+        if source == "corpus" and spec.inputs != ["positive"]:
+            raise CurateError(f"--from-corpus needs a spec whose 'inputs' are [positive] "
+                              f"({spec.family} has {', '.join(spec.inputs) or 'none'})")
+        if source is None and spec.inputs:
+            flag = "--from-corpus DOCS" if spec.inputs == ["positive"] else "--from-pairs FILE"
             raise CurateError(f"{spec.family}: each item needs its own {' and '.join(spec.inputs)}; "
-                              f"give them with --from-pairs FILE")
+                              f"give them with {flag}")
 
 
 PerFamily = Callable[[Any, Any, Any, Any], Awaitable[None]]  # (spec, backend, stats, progress)

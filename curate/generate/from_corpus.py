@@ -1,0 +1,72 @@
+"""Queries for passages of the user's own documents (``curate generate --from-corpus DOCS``).
+
+Users often have documents and no labelled queries. The documents are cut into passages by
+``curate.datasets.documents.read_documents``; a seeded sample of them becomes items of the
+``generate`` loop whose positive is fixed (``Item.given``), so the model writes only the query.
+The positive is the passage exactly as a corpus reader joins it (title, then text), and the
+record carries the passage id as ``positive_id``: the corpus written next to the records
+(``OUT/corpus.jsonl``) then finds it verbatim under that id, which the ``round_trip`` filter and
+mining rely on. An item's id follows from the family, its task, the passage and the seed, so a
+re-run resumes, and a larger ``-n`` extends the same sample instead of drawing a new one.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from curate.core.errors import CurateError
+from curate.core.records import Task, stable_id
+from curate.corpus import doc_text
+from curate.datasets.documents import Documents, Passage
+from curate.progress import RunStats
+from curate.taskspec import TaskSpec
+
+from curate.generate.examples import Item, make_item, pinned_parts
+
+FAMILY = "from-corpus"
+CORPUS = "corpus.jsonl"  # the passages' corpus, written into the run folder
+
+
+def passage_text(p: Passage) -> str:
+    """The passage as ``read_corpus`` gives it back from ``Documents.write_corpus``'s file."""
+    return doc_text({"title": p.title, "text": p.text})
+
+
+def sample_passages(docs: Documents, n: int | None, seed: int) -> list[Passage]:
+    """``n`` passages without replacement (all without ``n``). A seeded shuffle, cut to ``n``:
+    the first ``n`` of a larger sample are the same passages, so ``-n`` can grow a run."""
+    passages = list(docs.passages)
+    random.Random(seed).shuffle(passages)
+    return passages if n is None else passages[:n]
+
+
+def check_spec(spec: TaskSpec) -> None:
+    """A corpus gives the positive only, so the spec must take exactly that and ask for the query."""
+    if spec.inputs != ["positive"]:
+        raise CurateError(f"--from-corpus needs a spec whose 'inputs' are [positive] "
+                          f"({spec.family} has {spec.inputs or 'none'})")
+
+
+def passage_task(passage: Passage, tasks: Sequence[Task]) -> Task:
+    """One of ``tasks`` picked by the passage id, not its place in the sample."""
+    if not tasks:
+        raise CurateError("--from-corpus: no task instruction (give --tasks-file or a spec with fixed_tasks)")
+    return tasks[int(stable_id(passage.id), 16) % len(tasks)]
+
+
+def corpus_items(spec: TaskSpec, passages: Sequence[Passage], tasks: Sequence[Task], seed: int,
+                 stats: RunStats, overrides: dict[str, Any] | None = None,
+                 max_chars: int | None = None) -> list[Item]:
+    """The items ``generate`` runs for ``--from-corpus``: one per passage, its text as the positive."""
+    check_spec(spec)
+    pinned = pinned_parts(overrides, max_chars)
+    items = []
+    for p in passages:
+        text = passage_text(p)
+        meta = {"passage": {"id": p.id, "doc_id": p.doc_id, "source": p.source, "k": p.k}}
+        items.append(make_item(spec, passage_task(p, tasks), ("passage", p.id, text), seed, pinned,
+                               given={"positive": text, "positive_id": p.id}, meta=meta))
+    stats.extra["passages_sampled"] = len(items)
+    return items
