@@ -442,6 +442,32 @@ def test_same_query_text_shares_positives_across_records(tmp_path):
     finalize(inp)  # idempotent
 
 
+def test_passages_of_the_document_a_query_was_written_from_are_never_mined(tmp_path):
+    """`generate --from-corpus` records: the other passages of the positive's document (ids DOC#k)
+    overlap it by the chunker's overlap and share its subject, so none is a negative."""
+    corpus = [{"_id": f"guide#{k}", "text": f"install the pump part {k} then the valve"} for k in range(3)]
+    corpus += [{"_id": "notes#0", "text": "install the pump quickly"}, {"_id": "other#0", "text": "a recipe for bread"},
+               {"_id": "guide#x", "text": "install the pump appendix"}]  # not a passage id: an ordinary document
+    write_jsonl(tmp_path / "c.jsonl", corpus)
+    rec = Record(id="r", task_type="from-corpus", task="t", query="how do I install the pump",
+                 positive=corpus[1]["text"], positive_id="guide#1",
+                 meta={"passage": {"id": "guide#1", "doc_id": "guide", "source": "guide.md", "k": 1}})
+    plain = Record(id="s", task_type="x", task="t", query="pump install", positive="a recipe for bread")
+    write_jsonl(tmp_path / "r.jsonl", [rec.to_dict(), plain.to_dict()])
+    inp = load_records_input(tmp_path / "r.jsonl", tmp_path / "c.jsonl")
+    ids = lambda idxs: sorted(inp.corpus.ids[i][0] for i in idxs)  # noqa: E731
+    assert ids(inp.items[0].exclude) == ["guide#0", "guide#1", "guide#2"]
+    assert ids(inp.items[1].exclude) == ["other#0"]  # a record without meta.passage: only its positive
+    assert inp.items[0].also_positive == []  # excluded, not counted as positives for the thresholds
+    out = run_mine(MineOptions(out=str(tmp_path / "o"), records=str(tmp_path / "r.jsonl"),
+                               corpus=str(tmp_path / "c.jsonl"), method="naive", k=3, plots=False),
+                   teachers=[HashTeacher()])
+    mined = [json.loads(line) for line in (tmp_path / "o" / "mined.jsonl").read_text().splitlines()]
+    first = next(r for r in mined if r["id"] == "r")
+    assert {n["doc_id"] for n in first["negatives"]} == {"notes#0", "other#0", "guide#x"}
+    assert out is not None
+
+
 @pytest.mark.parametrize("lines, message", [
     (['{"query": "a", "positive": "b"}', '{"query": "a"}'], r"p\.jsonl:2: 'positive' must be"),
     (['{"query": "a", "positive": "b"}', "", '{"query": 3, "positive": "b"}'], r"p\.jsonl:3: 'query' must be"),

@@ -9,7 +9,8 @@ Four sources, one shape (``MineInput``: ``MineItem`` per query over one ``Corpus
 * a pairs JSONL file: lines ``{"query": ..., "positive": "text" or ["text", ...]}`` (optional
   ``query_id``, ``task_type``, ``task``); lines with the same query text form one item;
 * curate records: one item per record id (a repeated id: its first copy), positives =
-  ``Record.all_positives()``; the record's own negatives are kept and never mined again;
+  ``Record.all_positives()``; the record's own negatives are kept and never mined again, nor
+  is any passage of the document a ``--from-corpus`` query was written from (``meta.passage``);
 * a Hugging Face dataset (hub name, ``save_to_disk`` folder, or a local data file): rows
   are pairs, read from the query and positive columns (default: the first two).
 
@@ -126,12 +127,14 @@ def finalize(inp: MineInput) -> MineInput:
     for it in inp.items:
         by_query.setdefault(it.query, set()).update(it.positives)
     blank = {j for j, t in enumerate(inp.corpus.texts) if not t.strip()}  # never a negative: no text
+    siblings = _passages_by_document(inp.corpus)
     for it in inp.items:
         ex = set(by_query[it.query]) | blank
         it.also_positive = sorted(ex - set(it.positives))
         self_doc = inp.corpus.find_text(it.query)
         if self_doc is not None:
             ex.add(self_doc)
+        ex |= siblings.get(_source_document(it.record), set())
         if it.record is not None:
             for neg in it.record.negatives:
                 j = inp.corpus.find_text(neg.text)
@@ -139,6 +142,26 @@ def finalize(inp: MineInput) -> MineInput:
                     ex.add(j)
         it.exclude = np.array(sorted(ex), dtype=np.int64)
     return inp
+
+
+def _passages_by_document(corpus: Corpus) -> dict[str, set[int]]:
+    """Corpus entries that are passages of one document (ids ``DOC#k``, as
+    ``curate.datasets.documents`` cuts them), by document."""
+    out: dict[str, set[int]] = {}
+    for idx, ids in enumerate(corpus.ids):
+        for doc_id in ids:
+            doc, sep, k = doc_id.rpartition("#")
+            if sep and doc and k.isdigit():
+                out.setdefault(doc, set()).add(idx)
+    return out
+
+
+def _source_document(rec: Record | None) -> str | None:
+    """The document a record's query was written from (``generate --from-corpus``): the other
+    passages of it overlap the positive and share its subject, so none is mined as a negative."""
+    passage = rec.meta.get("passage") if rec is not None and isinstance(rec.meta, dict) else None
+    doc = passage.get("doc_id") if isinstance(passage, dict) else None
+    return doc if isinstance(doc, str) else None
 
 
 # -- BEIR ---------------------------------------------------------------------------------
