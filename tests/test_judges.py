@@ -11,13 +11,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import sys
+import threading
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from curate.core.errors import CurateError
 from curate.filter.base import FilterContext
-from curate.filter.judges import DEFAULT_REFUTE_PATTERN, judge_answerable, judge_refute
+from curate.filter.judges import DEFAULT_REFUTE_PATTERN, QUERY_SCORES, judge_answerable, judge_query, judge_refute
 from curate.llm.cache import RequestCache
 from curate.llm.client import ClientConfig, LLMClient
 from curate.core.records import Negative, Record
@@ -283,10 +286,159 @@ def test_answerable_all_negatives_answer(srv, tmp_path):
     assert run(judge_answerable, recs, {"families": ["sts"]}, ctx) == recs
 
 
+# --------------------------------------------------------------------------- judge_query
+
+FAKE = sys.modules[fake_llm_server.__module__]
+SCORES_RE = re.compile(r"SCORES\[([^\]]*)\]")
+FROM_CORPUS_TASK = "Given a web search query, retrieve passages that answer it."
+
+
+@pytest.fixture
+def scored(srv, monkeypatch):
+    """The fake server answers an integer with its maximum (10 here); ``SCORES[r/s/c,...]`` in a
+    prompt pins relevance/support/clarity instead, the Nth request with that marker line getting
+    the Nth triple (the last repeats), the way ``VERDICT[...]`` scripts a verdict."""
+    counts: Counter[str] = Counter()
+    lock = threading.Lock()
+    original = FAKE.request_schema
+
+    def scripted(body):
+        schema = original(body)
+        key, triples = FAKE.find_marker(body.get("messages"), SCORES_RE)
+        props = schema.get("properties") or {}
+        if key is None or "relevance" not in props:
+            return schema
+        with lock:
+            counts[key] += 1
+            triple = triples[min(counts[key], len(triples)) - 1].split("/")
+        pinned = {n: {**props[n], "const": int(v)} for n, v in zip(QUERY_SCORES, triple)}
+        return {**schema, "properties": {**props, **pinned}}
+
+    monkeypatch.setattr(FAKE, "request_schema", scripted)
+    return srv
+
+
+def qrecord(i: int, marker: str = "", family: str = "short-long") -> Record:
+    return record(i, task=FROM_CORPUS_TASK, query_prefix=f"{marker} " if marker else "", negatives=[],
+                  family=family)
+
+
+def test_query_scores_keep_and_drop(scored, tmp_path):
+    recs = [qrecord(0), qrecord(1, "SCORES[7/7/7]"), qrecord(2, "SCORES[9/6/9]")]
+    ctx, factory = ctx_for(scored.base_url, tmp_path, "judge_query")
+    kept = run(judge_query, recs, {}, ctx)
+    assert [r.id for r in kept] == ["rec-0", "rec-1"]  # 7 is enough: the threshold is "at least"
+    assert kept[0].scores["judges"]["query"] == {"default": {"relevance": 10, "support": 10, "clarity": 10}}
+    assert kept[1].scores["judges"]["query"] == {"default": {"relevance": 7, "support": 7, "clarity": 7}}
+    assert reasons(ctx) == [("rec-2", "query-below-threshold", "record")]
+    numbers = ctx.rejections[0].numbers
+    assert numbers["scores"] == {"default": {"relevance": 9, "support": 6, "clarity": 9}}
+    assert numbers["judges"] == ["default"] and numbers["min_score"] == 7
+    assert isinstance(numbers["reasons"]["default"], str)
+    # one request per record, with the query, the positive and the task, asking for three 1-10 ints
+    reqs = scored.chat_requests
+    assert len(reqs) == 3
+    req = next(r for r in reqs if PAIRS[0][0] in r.last_user)
+    assert PAIRS[0][1] in req.last_user and FROM_CORPUS_TASK in req.last_user
+    schema = req.body["response_format"]["json_schema"]["schema"]
+    assert schema["required"] == ["reason", "relevance", "support", "clarity"]
+    assert all(schema["properties"][n] == {"type": "integer", "minimum": 1, "maximum": 10} for n in QUERY_SCORES)
+    assert schema["properties"]["reason"]["maxLength"] == 300
+    assert factory.calls == [None] and factory.closed == 1
+    note = ctx.notes["judge_query"]
+    assert note["judged"] == 3 and note["below_threshold"] == 1 and note["records_with_judge_errors"] == 0
+
+
+def test_query_min_score_is_a_parameter(scored, tmp_path):
+    recs = [qrecord(0, "SCORES[9/6/9]"), qrecord(1, "SCORES[4/4/4]")]
+    ctx, _ = ctx_for(scored.base_url, tmp_path, "judge_query")
+    kept = run(judge_query, recs, {"min_score": 5}, ctx)
+    assert [r.id for r in kept] == ["rec-0"] and reasons(ctx) == [("rec-1", "query-below-threshold", "record")]
+
+
+def test_query_invalid_answers_fail_closed_or_keep(scored, tmp_path):
+    # an empty answer, one missing keys, and one out of range (a backend not held to the schema)
+    markers = ["FAULTS[empty]", "FAULTS[badschema]", "SCORES[0/9/9]"]
+    recs = [qrecord(i, m) for i, m in enumerate(markers)] + [qrecord(3)]
+    ctx, _ = ctx_for(scored.base_url, tmp_path, "judge_query")
+    kept = run(judge_query, recs, {}, ctx)
+    assert [r.id for r in kept] == ["rec-3"]
+    assert reasons(ctx) == [(f"rec-{i}", "judge-error", "record") for i in range(3)]
+    for rej in ctx.rejections:
+        assert rej.numbers["scores"] == {"default": "error"} and rej.numbers["errors"]["default"]
+    assert ctx.notes["judge_query"]["records_with_judge_errors"] == 3
+
+    recs = [qrecord(i, m) for i, m in enumerate(markers)]
+    ctx, _ = ctx_for(scored.base_url, tmp_path, "judge_query")
+    kept = run(judge_query, recs, {"on_error": "keep"}, ctx)
+    assert [r.id for r in kept] == ["rec-0", "rec-1", "rec-2"] and ctx.rejections == []
+    assert all(r.scores["judges"]["query"] == {"default": "error"} for r in kept)
+    assert ctx.notes["judge_query"]["kept_despite_errors"] == 3
+
+
+def test_query_other_families_pass_unasked(scored, tmp_path):
+    recs = [qrecord(0, "SCORES[2/2/2]", family="short-long"), qrecord(1, "SCORES[2/2/2]", family="sts")]
+    ctx, _ = ctx_for(scored.base_url, tmp_path, "judge_query")
+    kept = run(judge_query, recs, {"families": "sts"}, ctx)
+    assert [r.id for r in kept] == ["rec-0"] and reasons(ctx) == [("rec-1", "query-below-threshold", "record")]
+    assert "judges" not in kept[0].scores  # untouched
+    assert len(scored.chat_requests) == 1 and PAIRS[0][0] not in scored.chat_requests[0].last_user
+
+    ctx, factory = ctx_for(scored.base_url, tmp_path, "judge_query")
+    recs = [qrecord(0, family="short-long")]
+    assert run(judge_query, recs, {"families": ["long-long"]}, ctx) == recs
+    assert factory.calls == [] and len(scored.chat_requests) == 1  # no client, no new request
+
+
+def test_query_two_judges_any_low_score_drops(scored, tmp_path):
+    # the same prompt line gets 9/9/9 first and 9/4/9 second: one triple per judge
+    recs = [qrecord(0, "SCORES[9/9/9,9/4/9]"), qrecord(1, "SCORES[8/8/8]")]
+    ctx, factory = ctx_for(scored.base_url, tmp_path, "judge_query")
+    kept = run(judge_query, recs, {"judges": [{"name": "a"}, {"name": "b"}]}, ctx)
+    assert [r.id for r in kept] == ["rec-1"]
+    assert kept[0].scores["judges"]["query"] == {n: {"relevance": 8, "support": 8, "clarity": 8} for n in "ab"}
+    assert reasons(ctx) == [("rec-0", "query-below-threshold", "record")]
+    numbers = ctx.rejections[0].numbers
+    low = numbers["judges"]
+    assert len(low) == 1 and numbers["scores"][low[0]] == {"relevance": 9, "support": 4, "clarity": 9}
+    other = ({"a", "b"} - set(low)).pop()
+    assert numbers["scores"][other] == {"relevance": 9, "support": 9, "clarity": 9}
+    assert factory.calls == [None] and len(scored.chat_requests) == 4
+
+
+@pytest.mark.parametrize("params, needle", [
+    ("{min_score: 11}", "step 1: judge_query: min_score must be a whole number from 1 to 10, got 11"),
+    ("{min_score: 0}", "min_score must be a whole number from 1 to 10, got 0"),
+    ("{min_score: x}", "step 1 (judge_query): min_score: expected a whole number or null, got 'x'"),
+    ("{min_scor: 7}", "unknown parameter 'min_scor' (did you mean min_score?)"),
+])
+def test_query_recipe_params_are_checked_at_load(tmp_path, params, needle):
+    from curate.filter.recipe import load_recipe
+
+    path = tmp_path / "r.yaml"
+    path.write_text(f"steps:\n  - judge_query: {params}\n")
+    with pytest.raises(CurateError) as err:
+        load_recipe(str(path))
+    assert needle in str(err.value) and "\n" not in str(err.value)
+    assert str(path) in str(err.value)
+
+
+def test_query_recipe_loads_and_needs_a_backend(tmp_path):
+    from curate.filter.recipe import load_recipe
+
+    path = tmp_path / "r.yaml"
+    path.write_text("steps:\n  - judge_query: {min_score: 8, families: [short-long]}\n")
+    assert load_recipe(str(path)).steps[0].name == "judge_query"
+    ctx = FilterContext(out_dir=tmp_path)
+    ctx.step_name = "judge_query"
+    with pytest.raises(CurateError, match="judge_query needs an LLM judge"):
+        run(judge_query, [qrecord(0)], {}, ctx)
+
+
 # --------------------------------------------------------------------------- templates
 
 
-@pytest.mark.parametrize("name", ["judge/refute.j2", "judge/answerable.j2"])
+@pytest.mark.parametrize("name", ["judge/refute.j2", "judge/answerable.j2", "judge/query.j2"])
 def test_templates_render_in_the_sandbox(name):
     text = render(load_template(name), {"task": "T-TASK", "query": "Q-QUERY {{ 7*7 }}", "passage": "P-PASSAGE"})
     assert "Q-QUERY {{ 7*7 }}" in text and "P-PASSAGE" in text  # values are data, never template code

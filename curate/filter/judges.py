@@ -11,6 +11,11 @@ every negative give what the task asks for (``yes`` / ``partly`` / ``no``). A po
 ``no`` drops the record (``positive-not-answering``); a negative judged ``yes`` is a false
 negative and goes (``negative-answers``).
 
+``judge_query``: for queries an LLM wrote for a passage of the user's documents (``generate
+--from-corpus``), each judge scores the (query, positive) pair 1-10 for relevance, support and
+clarity, as NVIDIA's retrieval data recipe does; a record goes when any judge puts any score
+under ``min_score`` (``query-below-threshold``).
+
 Judges fail closed: a judge that gives no valid answer drops what it was judging
 (``judge-error``), unless ``on_error: keep``. Verdicts go to ``record.scores["judges"]``.
 
@@ -61,6 +66,8 @@ JUDGE_KEYS = ("name", "params")  # everything else in a judge config goes to ctx
 
 REFUTE_VERDICTS = ["support", "refute", "neutral"]
 ANSWER_VERDICTS = ["yes", "partly", "no"]
+QUERY_SCORES = ("relevance", "support", "clarity")
+SCORE_RANGE = (1, 10)
 
 
 def verdict_schema(values: list[str]) -> dict[str, Any]:
@@ -71,6 +78,18 @@ def verdict_schema(values: list[str]) -> dict[str, Any]:
             "verdict": {"type": "string", "enum": list(values)},
         },
         "required": ["reason", "verdict"],
+        "additionalProperties": False,
+    }
+
+
+def score_schema(names=QUERY_SCORES) -> dict[str, Any]:
+    """A short reason first (so the model reasons before it scores), then one 1-10 int per name."""
+    lo, hi = SCORE_RANGE
+    scores = {n: {"type": "integer", "minimum": lo, "maximum": hi} for n in names}
+    return {
+        "type": "object",
+        "properties": {"reason": {"type": "string", "maxLength": 300}, **scores},
+        "required": ["reason", *names],
         "additionalProperties": False,
     }
 
@@ -95,6 +114,12 @@ ANSWERABLE_DEFAULTS: dict[str, Any] = {
     "positive_fail": ["no"],  # verdicts that drop the record
     "negative_fail": ["yes"],  # verdicts that drop a negative
 }
+QUERY_DEFAULTS: dict[str, Any] = {
+    **COMMON_DEFAULTS,
+    "template": "judge/query.j2",
+    "families": None,  # null: every family
+    "min_score": 7,  # each of relevance, support and clarity must reach it (NVIDIA's recipe keeps >= 7)
+}
 
 
 @dataclass
@@ -109,6 +134,7 @@ class Verdict:
     verdict: str | None = None
     reason: str | None = None
     error: str | None = None
+    scores: dict[str, int] | None = None  # judge_query's answers; verdict stays None there
 
 
 def _named(judges, verdicts) -> dict[str, str]:
@@ -178,6 +204,24 @@ def parse_verdict(data: dict[str, Any]) -> Verdict:
     return Verdict(verdict=data["verdict"], reason=data.get("reason"))
 
 
+def parse_scores(data: dict[str, Any]) -> Verdict:
+    """Scores checked again here: a backend without guided decoding may not keep to the schema."""
+    lo, hi = SCORE_RANGE
+    scores = {}
+    for name in QUERY_SCORES:
+        value = data[name]
+        if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+            raise ValueError(f"{name} must be a whole number from {lo} to {hi}, got {value!r}")
+        scores[name] = value
+    return Verdict(reason=data.get("reason"), scores=scores)
+
+
+def score_task(template: str, prompt_dirs) -> LLMTask[Verdict]:
+    """judge_query's call: the same variables as a verdict, answered with three scores."""
+    return LLMTask("query_scores", template, score_schema(), parse_scores,
+                   prompt_dirs=tuple(str(d) for d in prompt_dirs or ()))
+
+
 def verdict_task(template: str, verdicts: list[str], prompt_dirs) -> LLMTask[Verdict]:
     """A judge's call: the template sees the record's task, query and one ``passage``."""
     return LLMTask("verdict", template, verdict_schema(verdicts), parse_verdict,
@@ -195,6 +239,13 @@ async def ask(client, judge: Judge, task: LLMTask[Verdict], rec: Record, passage
     except Exception as e:  # a judge that breaks is an error verdict, never a crash of the run
         return Verdict(error=f"{type(e).__name__}: {e}"[:300])
     return result.value if result.ok else Verdict(error=result.reason)
+
+
+def _family_targets(records: list[Record], families: Any) -> list[int]:
+    """Indices of the records to judge: every one for ``families: null``, else those of the families."""
+    if isinstance(families, str):
+        families = [families]
+    return [i for i, rec in enumerate(records) if families is None or rec.task_type in families]
 
 
 def _judged(records: list[Record], results: dict[int, Any], kept: list[Record]):
@@ -283,10 +334,7 @@ async def judge_refute(records: list[Record], params: dict[str, Any], ctx: Filte
 async def judge_answerable(records: list[Record], params: dict[str, Any], ctx: FilterContext) -> list[Record]:
     step = "judge_answerable"
     p = _merge(step, params)
-    families = p["families"]
-    if isinstance(families, str):
-        families = [families]
-    targets = [i for i, rec in enumerate(records) if families is None or rec.task_type in families]
+    targets = _family_targets(records, p["families"])
     if not targets:
         ctx.note(records_in=len(records), judged=0)
         return records
@@ -371,4 +419,73 @@ async def judge_answerable(records: list[Record], params: dict[str, Any], ctx: F
 
     ctx.note(records_in=len(records), judged=len(results), judges=[j.name for j in judges],
              verdicts=dict(tally), negatives_dropped=neg_dropped, judge_errors=errors)
+    return kept
+
+
+# --------------------------------------------------------------------------- judge_query
+
+
+def _query_params(params: dict[str, Any] | None) -> dict[str, Any]:
+    p = _merge("judge_query", params)
+    lo, hi = SCORE_RANGE
+    m = p["min_score"]
+    if not isinstance(m, int) or isinstance(m, bool) or not lo <= m <= hi:
+        raise CurateError(f"judge_query: min_score must be a whole number from {lo} to {hi}, got {m!r}")
+    return p
+
+
+def _scored(judges, verdicts) -> dict[str, Any]:
+    """Each judge's scores by name ("error" where it failed)."""
+    return {j.name: (dict(v.scores) if v.error is None else "error") for j, v in zip(judges, verdicts)}
+
+
+@register("judge_query", schema_from_defaults("JudgeQueryParams", QUERY_DEFAULTS), _query_params, kind="map")
+async def judge_query(records: list[Record], params: dict[str, Any], ctx: FilterContext) -> list[Record]:
+    step = "judge_query"
+    p = _query_params(params)
+    targets = _family_targets(records, p["families"])
+    if not targets:
+        ctx.note(records_in=len(records), judged=0)
+        return records
+
+    judges = parse_judges(step, p["judges"])
+    task = score_task(p["template"], p["prompt_dirs"])
+    task.check()
+    results: dict[int, list[Verdict]] = {}
+
+    async with open_clients(step, ctx, judges) as clients:
+        async def work(i: int) -> list[Verdict]:
+            rec = records[i]
+            return list(await asyncio.gather(*(
+                ask(client, judge, task, rec, rec.positive, derive_seed(p["seed"], step, rec.id, judge.name))
+                for judge, client in zip(judges, clients)
+            )))
+
+        async for i, verdicts in bounded(targets, work, p["concurrency"]):
+            results[i] = verdicts
+
+    def below(v: Verdict) -> bool:
+        return v.error is None and min(v.scores.values()) < p["min_score"]
+
+    kept: list[Record] = []
+    dropped = errors = kept_on_error = 0
+    for rec, verdicts in _judged(records, results, kept):
+        by_judge = _scored(judges, verdicts)
+        _judges_scores(rec)["query"] = by_judge
+        failed = _failed(judges, verdicts)
+        errors += bool(failed)
+        low = [j.name for j, v in zip(judges, verdicts) if below(v)]
+        if low:
+            dropped += 1
+            ctx.reject(rec, "query-below-threshold",
+                       {"scores": by_judge, "judges": low, "min_score": p["min_score"],
+                        "reasons": {j.name: v.reason for j, v in zip(judges, verdicts) if below(v)}})
+        elif failed and p["on_error"] == "drop":
+            ctx.reject(rec, "judge-error", {"scores": by_judge, "errors": failed})
+        else:
+            kept_on_error += bool(failed)
+            kept.append(rec)
+
+    ctx.note(records_in=len(records), judged=len(results), judges=[j.name for j in judges],
+             below_threshold=dropped, records_with_judge_errors=errors, kept_despite_errors=kept_on_error)
     return kept
