@@ -241,6 +241,23 @@ async def ask(client, judge: Judge, task: LLMTask[Verdict], rec: Record, passage
     return result.value if result.ok else Verdict(error=result.reason)
 
 
+async def _judge_positives(step: str, ctx: FilterContext, records: list[Record], targets: list[int],
+                           judges: list[Judge], task: LLMTask[Verdict], p: dict[str, Any]) -> dict[int, list[Verdict]]:
+    """Every judge's answer on each target record's positive (by record index), concurrently."""
+    results: dict[int, list[Verdict]] = {}
+    async with open_clients(step, ctx, judges) as clients:
+        async def work(i: int) -> list[Verdict]:
+            rec = records[i]
+            return list(await asyncio.gather(*(
+                ask(client, judge, task, rec, rec.positive, derive_seed(p["seed"], step, rec.id, judge.name))
+                for judge, client in zip(judges, clients)
+            )))
+
+        async for i, verdicts in bounded(targets, work, p["concurrency"]):
+            results[i] = verdicts
+    return results
+
+
 def _family_targets(records: list[Record], families: Any) -> list[int]:
     """Indices of the records to judge: every one for ``families: null``, else those of the families."""
     if isinstance(families, str):
@@ -290,18 +307,7 @@ async def judge_refute(records: list[Record], params: dict[str, Any], ctx: Filte
     judges = parse_judges(step, p["judges"])
     task = verdict_task(p["template"], REFUTE_VERDICTS, p["prompt_dirs"])
     task.check()
-    results: dict[int, list[Verdict]] = {}
-
-    async with open_clients(step, ctx, judges) as clients:
-        async def work(i: int) -> list[Verdict]:
-            rec = records[i]
-            return list(await asyncio.gather(*(
-                ask(client, judge, task, rec, rec.positive, derive_seed(p["seed"], step, rec.id, judge.name))
-                for judge, client in zip(judges, clients)
-            )))
-
-        async for i, verdicts in bounded(targets, work, p["concurrency"]):
-            results[i] = verdicts
+    results = await _judge_positives(step, ctx, records, targets, judges, task, p)
 
     kept: list[Record] = []
     tally: Counter[str] = Counter()
@@ -451,18 +457,7 @@ async def judge_query(records: list[Record], params: dict[str, Any], ctx: Filter
     judges = parse_judges(step, p["judges"])
     task = score_task(p["template"], p["prompt_dirs"])
     task.check()
-    results: dict[int, list[Verdict]] = {}
-
-    async with open_clients(step, ctx, judges) as clients:
-        async def work(i: int) -> list[Verdict]:
-            rec = records[i]
-            return list(await asyncio.gather(*(
-                ask(client, judge, task, rec, rec.positive, derive_seed(p["seed"], step, rec.id, judge.name))
-                for judge, client in zip(judges, clients)
-            )))
-
-        async for i, verdicts in bounded(targets, work, p["concurrency"]):
-            results[i] = verdicts
+    results = await _judge_positives(step, ctx, records, targets, judges, task, p)
 
     def below(v: Verdict) -> bool:
         return v.error is None and min(v.scores.values()) < p["min_score"]
