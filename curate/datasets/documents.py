@@ -57,12 +57,17 @@ class Documents:
     def write_corpus(self, out: str | Path) -> Path:
         """The passages as a BEIR ``corpus.jsonl`` (``_id``, ``title``, ``text``, ``source``), so
         mining and round-trip filtering can use them as their corpus."""
+        out = self.check_target(out)
+        atomic_write_jsonl(out, ({"_id": p.id, "title": p.title, "text": p.text, "source": p.source}
+                                 for p in self.passages))
+        return out
+
+    def check_target(self, out: str | Path) -> Path:
+        """``out``, unless it is the file these passages were read from (writing would destroy it)."""
         out = Path(out)
         source = self.path / "corpus.jsonl" if self.path.is_dir() else self.path
         if out.exists() and source.exists() and out.resolve() == source.resolve():
             raise CurateError(f"{out}: is the input being read; write the passages elsewhere")
-        atomic_write_jsonl(out, ({"_id": p.id, "title": p.title, "text": p.text, "source": p.source}
-                                 for p in self.passages))
         return out
 
     def report(self) -> dict:

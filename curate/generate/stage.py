@@ -109,7 +109,7 @@ def generate_stage(opts: GenerateOptions) -> dict[str, Any]:
         from curate.datasets.documents import read_documents
 
         docs = read_documents(opts.corpus)
-        _check_corpus_target(Path(opts.corpus), out / from_corpus.CORPUS)
+        docs.check_target(out / from_corpus.CORPUS)
 
     async def one(spec, client, stats, progress):
         if pairs is not None or docs is not None:
@@ -148,13 +148,6 @@ def generate_stage(opts: GenerateOptions) -> dict[str, Any]:
     return summary
 
 
-def _check_corpus_target(docs_path: Path, target: Path) -> None:
-    """The passages' corpus goes to OUT/corpus.jsonl; it must not overwrite the documents read."""
-    source = docs_path / "corpus.jsonl" if docs_path.is_dir() else docs_path
-    if target.exists() and source.exists() and target.resolve() == source.resolve():
-        raise CurateError(f"{target}: is the input being read; give --out another folder")
-
-
 def _check_inputs(names: Sequence[str], tasks_dirs: Sequence[str], source: str | None) -> None:
     """Specs that take given inputs run with --from-pairs (query and positive) or --from-corpus
     (positive), and only they do."""
@@ -166,9 +159,10 @@ def _check_inputs(names: Sequence[str], tasks_dirs: Sequence[str], source: str |
         if source == "pairs" and not {"query", "positive"} <= set(spec.inputs):
             raise CurateError(f"--from-pairs needs a spec whose 'inputs' are query and positive "
                               f"({spec.family} asks the model for them)")
-        if source == "corpus" and spec.inputs != ["positive"]:
-            raise CurateError(f"--from-corpus needs a spec whose 'inputs' are [positive] "
-                              f"({spec.family} has {', '.join(spec.inputs) or 'none'})")
+        if source == "corpus":
+            from curate.generate.from_corpus import check_spec
+
+            check_spec(spec)
         if source is None and spec.inputs:
             flag = "--from-corpus DOCS" if spec.inputs == ["positive"] else "--from-pairs FILE"
             raise CurateError(f"{spec.family}: each item needs its own {' and '.join(spec.inputs)}; "
