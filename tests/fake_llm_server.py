@@ -45,6 +45,12 @@ first request with that marker key (marker plus the rest of its line), ``b`` for
 and so on, the last value repeating; counted separately from ``FAULTS``, and only for
 requests that are answered with content.
 
+Per-request answers from code: ``FakeLLMServer(responder=fn)`` calls ``fn(body)`` (the parsed
+request) for every request answered with content; a dict it returns is the answer (the actions
+above still apply to it: ``malformed`` still sends prose), ``None`` keeps the built one. A bench
+can so answer a judge from its own labels, e.g. a relabel verdict looked up in qrels from the
+texts in the prompt.
+
 Every request is recorded (:class:`Req`: time, path, headers, parsed body, marker key,
 action, sequence number within the key) in ``server.requests``.
 """
@@ -63,7 +69,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 MARKER_RE = re.compile(r"FAULTS\[([^\]]*)\]")
 VERDICT_RE = re.compile(r"VERDICT\[([^\]]*)\]")
@@ -519,6 +525,10 @@ class _Handler(BaseHTTPRequestHandler):
         vkey, verdicts = find_marker(body.get("messages"), VERDICT_RE)
         if vkey is not None and verdicts and isinstance(answer, dict) and "verdict" in answer:
             answer["verdict"] = fake._next_verdict(vkey, verdicts)
+        if fake.responder is not None:
+            scripted = fake.responder(body)
+            if scripted is not None:
+                answer = scripted
         full = json.dumps(answer, ensure_ascii=False)
         finish = "stop"
         if action == "ok":
@@ -635,9 +645,11 @@ class FakeLLMServer:
     """The fake server; use as a context manager or call :meth:`start` / :meth:`stop`."""
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, timeout_sleep: float = 30.0,
-                 models: tuple[str, ...] = ("fake",), healthy: bool = False) -> None:
+                 models: tuple[str, ...] = ("fake",), healthy: bool = False,
+                 responder: Callable[[dict], dict | None] | None = None) -> None:
         self.host = host
         self.healthy = healthy  # True: every chat request is answered 'ok', markers or not
+        self.responder = responder  # answers from code, per request (see the module's docstring)
         self.port = port
         self.timeout_sleep = timeout_sleep
         self.models = list(models)

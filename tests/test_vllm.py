@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, read_jsonl, run_curate
+from curate.corpus import doc_text
+from tests.helpers import REPO, SHARED_DATA, read_jsonl, run_curate
 
 pytestmark = pytest.mark.vllm
 
@@ -137,6 +138,26 @@ def test_a_judge_step_against_vllm(server, generated, tmp_path):
     assert len(judged) + len({r.get("id") for r in rejected if r.get("id")}) >= 2, (kept, rejected)
     report = json.loads((out / "filter_report.json").read_text())
     assert "judge_answerable" in json.dumps(report)
+
+
+def test_from_corpus_queries_through_vllm(server, tmp_path):
+    """A few SciFact passages: vLLM writes each one's query, the passage stays the positive."""
+    _, url, _ = server
+    docs = tmp_path / "docs.jsonl"
+    lines = (SHARED_DATA / "scifact" / "corpus.jsonl").read_text(encoding="utf-8").splitlines()[:3]
+    docs.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "gen"
+    proc = run_curate("generate", "--from-corpus", str(docs), "-n", "3", "--base-url", url, "--model", NAME,
+                      "--out", str(out), "--concurrency", "4", timeout=START_LIMIT_S)
+    assert proc.returncode == 0, proc.stderr
+    records = read_jsonl(out / "generated.jsonl")
+    assert len(records) == 3, read_jsonl(out / "failed.jsonl")
+    corpus = {json.loads(line)["_id"]: json.loads(line) for line in (out / "corpus.jsonl").read_text().splitlines()}
+    for r in records:
+        assert r["query"].strip() and r["negatives"] == [] and r["meta"]["model"] == NAME
+        passage = corpus[r["positive_id"]]
+        assert r["positive"] == doc_text(passage), "the passage verbatim, under its id"
+        assert not [h for h in r["meta"].get("history", []) if h.startswith(("invalid-json", "truncated"))]
 
 
 def test_ctrl_c_stops_vllm_and_its_engine(server, generated):

@@ -39,17 +39,28 @@ def training_qrels(grid: Grid, work: Path) -> Path:
     qids = sorted(qrels)
     if grid.queries and grid.queries < len(qids):
         qids = sorted(random.Random(f"ablate:{grid.queries}").sample(qids, grid.queries))
-    path = work / "queries" / f"{grid.split}-{digest([str(src), qids])}.tsv"
+    shown = {q: _shown(qrels[q], grid.shown_positives) for q in qids}
+    key = [str(src), qids] + ([grid.shown_positives] if grid.shown_positives else [])
+    path = work / "queries" / f"{grid.split}-{digest(key)}.tsv"
     if not path.is_file():
         from curate.core.jsonl import atomic_write_text
 
         path.parent.mkdir(parents=True, exist_ok=True)
-        lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t{r}" for q in qids for d, r in qrels[q].items()]
+        lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t{r}" for q in qids for d, r in shown[q].items()]
         atomic_write_text(path, "\n".join(lines) + "\n")
     return path
 
 
-def _mined_folder(grid: Grid, arm: Arm, qrels: Path, work: Path) -> Path:
+def _shown(labels: dict[str, int], n: int | None) -> dict[str, int]:
+    """A query's labels as the grid shows them: the ``n`` most relevant positives (ties in file
+    order), the rest held back, so mining meets them as unlabelled documents (a user's sparse labels)."""
+    if n is None:
+        return labels
+    ranked = sorted((d for d, r in labels.items() if r > 0), key=lambda d: -labels[d])
+    return {d: labels[d] for d in ranked[:n]}
+
+
+def _mined_folder(grid: Grid, arm: Arm, qrels: Path | None, work: Path) -> Path:
     from dataclasses import asdict
 
     from curate.mine.main import MineOptions
@@ -59,18 +70,22 @@ def _mined_folder(grid: Grid, arm: Arm, qrels: Path, work: Path) -> Path:
     return work / "mined" / digest({"data": grid.data, "qrels": qrels.name, "mine": resolved})
 
 
-def _records(grid: Grid, arm: Arm, qrels: Path, work: Path) -> tuple[Path, Path | None]:
+def _records(grid: Grid, arm: Arm, qrels: Path | None, work: Path) -> tuple[Path, Path | None]:
     """Where the arm's mined records are, and its filtered ones (when it has a recipe)."""
+    if arm.generate is not None:
+        return _corpus_folders(grid, arm, work)[2], None
     mined = _mined_folder(grid, arm, qrels, work)
     if arm.filter is None:
         return mined, None
     return mined, work / "filtered" / digest({"mined": mined.name, "recipe": arm.filter})
 
 
-def mined_set(grid: Grid, arm: Arm, qrels: Path, work: Path) -> Path:
+def mined_set(grid: Grid, arm: Arm, qrels: Path | None, work: Path) -> Path:
     """``curate mine`` with the arm's options; one folder per distinct input and options."""
     from curate.mine.main import MineOptions, run_mine
 
+    if arm.generate is not None:
+        return corpus_set(grid, arm, work)
     folder, ffolder = _records(grid, arm, qrels, work)
     out = folder / "mined.jsonl"
     if not (folder / "mine_report.json").is_file():
@@ -87,6 +102,65 @@ def mined_set(grid: Grid, arm: Arm, qrels: Path, work: Path) -> Path:
     return ffolder / "filtered.jsonl"
 
 
+def _corpus_folders(grid: Grid, arm: Arm, work: Path) -> tuple[Path, Path | None, Path]:
+    """Where a corpus arm's generated, filtered and mined records go, each named by what made it."""
+    from dataclasses import asdict
+
+    from curate.mine.main import MineOptions
+
+    generated = work / "generated" / digest({"data": grid.data, "generate": arm.generate})
+    filtered = None if arm.filter is None else work / "filtered" / digest({"generated": generated.name,
+                                                                           "recipe": arm.filter})
+    mine = {k: v for k, v in asdict(MineOptions(out="", **arm.mine)).items() if k != "out"}
+    mined = work / "mined" / digest({"records": (filtered or generated).name, "mine": mine})
+    return generated, filtered, mined
+
+
+def corpus_set(grid: Grid, arm: Arm, work: Path) -> Path:
+    """A corpus arm's records, by the stages a user runs: ``generate --from-corpus`` on ``data``'s
+    documents (or the passages' own titles or first sentences), the arm's filter recipe with the
+    passages as ``--corpus``, then ``mine --in`` against them. No query of the split is read.
+    The LLM's answers are cached beside the grids (``OUT/llm.sqlite``), so a new budget or
+    grid reuses them."""
+    from curate.core.jsonl import atomic_write_jsonl
+    from curate.generate.from_corpus import CORPUS, extracted_records, sample_passages
+    from curate.mine.main import MineOptions, run_mine
+
+    gen, filtered, mined = _corpus_folders(grid, arm, work)
+    g = arm.generate
+    if not (gen / "generated.jsonl").is_file() or not (gen / "done").is_file():
+        if g["queries"] == "llm":
+            from curate.generate.stage import GenerateOptions, generate_stage
+            from curate.llm.backend import LLMOptions
+
+            llm = LLMOptions(base_urls=(g["base_url"],) if g["base_url"] else (), model=g["model"],
+                             model_path=g["model_path"], cache=str(work.parent / "llm.sqlite"))
+            generate_stage(GenerateOptions(out=str(gen), corpus=grid.data, n=g["passages"], seed=g["seed"],
+                                           max_chars=g["max_chars"], llm=llm))
+        else:
+            from curate.datasets.documents import read_documents
+            from curate.taskspec import load_spec
+
+            docs = read_documents(grid.data)
+            docs.write_corpus(gen / CORPUS)
+            task = load_spec("from-corpus").fixed_tasks[0]
+            records = extracted_records(sample_passages(docs, g["passages"], g["seed"]), g["queries"], task)
+            atomic_write_jsonl(gen / "generated.jsonl", [r.to_dict() for r in records])
+        (gen / "done").touch()
+    records, corpus = gen / "generated.jsonl", gen / CORPUS
+    if filtered is not None:
+        if not (filtered / "filter_report.json").is_file():
+            from curate.filter.main import FilterOptions, filter_main
+            from curate.llm.backend import LLMOptions
+
+            filter_main(FilterOptions(inp=str(records), out=str(filtered), recipe=arm.filter, corpus=str(corpus),
+                                      llm=LLMOptions()))
+        records = filtered / "filtered.jsonl"
+    if not (mined / "mine_report.json").is_file():
+        run_mine(MineOptions(out=str(mined), records=str(records), corpus=str(corpus), plots=False, **arm.mine))
+    return mined / "mined.jsonl"
+
+
 def export_folder(grid: Grid, arm: Arm, records: Path, seed: int, work: Path) -> Path:
     """Where ``curate_export`` keeps the arm's export for one seed (nothing is made here)."""
     from dataclasses import asdict
@@ -99,7 +173,7 @@ def export_folder(grid: Grid, arm: Arm, records: Path, seed: int, work: Path) ->
                                       "batch": grid.budget.batch_size})
 
 
-def records_path(grid: Grid, arm: Arm, qrels: Path, work: Path) -> Path:
+def records_path(grid: Grid, arm: Arm, qrels: Path | None, work: Path) -> Path:
     """The records file ``mined_set`` makes for the arm (nothing is made here)."""
     mined, filtered = _records(grid, arm, qrels, work)
     return filtered / "filtered.jsonl" if filtered is not None else mined / "mined.jsonl"
@@ -128,7 +202,7 @@ def curate_export(grid: Grid, arm: Arm, records: Path, seed: int, work: Path) ->
     return folder
 
 
-def st_pairs(grid: Grid, qrels: Path, positives: str) -> tuple[list[str], list[str], dict[str, str], list[str]]:
+def st_pairs(grid: Grid, qrels: Path | None, positives: str) -> tuple[list[str], list[str], dict[str, str], list[str]]:
     """(queries, positives) rows for the miner, each query's own positive, and the corpus texts.
 
     The query's own positive is the one ``curate mine`` makes the record's positive (most
@@ -149,7 +223,7 @@ def st_pairs(grid: Grid, qrels: Path, positives: str) -> tuple[list[str], list[s
     return queries, docs, own, texts
 
 
-def st_dataset(grid: Grid, arm: Arm, qrels: Path, work: Path):
+def st_dataset(grid: Grid, arm: Arm, qrels: Path | None, work: Path):
     """sentence-transformers' ``mine_hard_negatives`` for an ``st`` arm, saved once."""
     import datasets
     from sentence_transformers.util import mine_hard_negatives

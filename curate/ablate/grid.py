@@ -9,6 +9,7 @@ naming the file and the arm, before anything runs.
     data: ../shared/data/scifact        # BEIR folder; paths are relative to the grid file
     split: train
     queries: 640                        # optional: the same seeded subset of queries for every arm
+    shown_positives: 1                  # optional: each query shows its most relevant positive only
     eval: {data: ../shared/data/scifact, split: test, light: true}
     student: null                       # null: the bundled all-MiniLM-L6-v2
     budget: {steps: 40, batch_size: 16, lr: 2.0e-5, max_seq_length: 128}
@@ -18,6 +19,15 @@ naming the file and the arm, before anything runs.
       st-naive: {kind: st, st: {num_negatives: 4}}
       default: {}                        # curate mine -> curate export with their defaults
       none: {export: {curriculum: none}}
+      # from the corpus alone (no training query): queries an LLM writes for 300 sampled passages,
+      # Promptagator's round trip, then mining against the passages and the export
+      from-corpus: {generate: {passages: 300}, filter: from-corpus}
+      titles: {generate: {passages: 300, queries: title}, filter: from-corpus}
+
+An arm with ``generate`` starts from ``data``'s documents only: ``curate generate
+--from-corpus`` (or, with ``queries: title`` / ``first-sentence``, the passage's own title or
+first sentence, the no-LLM baseline), then its ``filter`` recipe with the passages as
+``--corpus``, then ``curate mine --in`` against the same passages, then the export.
 """
 
 from __future__ import annotations
@@ -34,6 +44,9 @@ KINDS = ("curate", "st", "base")
 # options the grid sets itself (input, output, batch size, seed): an arm may not change them
 MINE_FIXED = {"out", "data", "split", "qrels", "pairs", "records", "hf", "corpus", "limit", "check_qrels", "plots"}
 EXPORT_FIXED = {"inputs", "out", "formats", "batch_size", "seed", "dev_fraction"}
+# an arm that starts from the corpus: how many passages, who writes the queries, and the LLM
+GENERATE_KEYS = {"passages": 300, "queries": "llm", "seed": 0, "base_url": None, "model": None,
+                 "model_path": None, "max_chars": None}
 ST_OWN = {"positives", "rows"}  # ablate's own keys for the st arm (see arms.st_pairs)
 ST_FIXED = {"dataset", "model", "anchor_column_name", "positive_column_name", "corpus", "output_format",
             "cache_folder", "verbose", "as_triplets", "margin", "use_multi_process", "cross_encoder"}
@@ -56,6 +69,7 @@ class Arm:
     filter: str | None = None  # a filter recipe run between mine and export
     export: dict[str, Any] = field(default_factory=dict)
     st: dict[str, Any] = field(default_factory=dict)
+    generate: dict[str, Any] | None = None  # start from the corpus (GENERATE_KEYS), not the split's queries
 
 
 @dataclass
@@ -67,6 +81,7 @@ class Grid:
     eval_split: str = "test"
     light: bool = True
     queries: int | None = None
+    shown_positives: int | None = None  # labels held back: each training query shows only its first N positives
     student: str | None = None
     budget: Budget = field(default_factory=Budget)
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
@@ -106,15 +121,15 @@ def _arm(path: Path, name: str, spec: Any) -> Arm:
 
     where = f"{path}: arm '{name}'"
     spec = _mapping(where, spec)
-    _check_keys(where, spec, {"kind", "mine", "filter", "export", "st"})
+    _check_keys(where, spec, {"kind", "mine", "filter", "export", "st", "generate"})
     kind = spec.get("kind", "curate")
     if kind not in KINDS:
         raise CurateError(f"{where}: kind {kind!r}: choose {', '.join(KINDS)}")
     arm = Arm(name=name, kind=kind, mine=_mapping(f"{where} mine", spec.get("mine")),
               export=_mapping(f"{where} export", spec.get("export")), st=_mapping(f"{where} st", spec.get("st")),
-              filter=spec.get("filter"))
-    if kind != "curate" and (arm.mine or arm.export or arm.filter):
-        raise CurateError(f"{where}: mine/filter/export options belong to curate arms (kind: curate)")
+              filter=_recipe(path, spec.get("filter")), generate=_generate(path, where, spec))
+    if kind != "curate" and (arm.mine or arm.export or arm.filter or arm.generate is not None):
+        raise CurateError(f"{where}: generate/mine/filter/export options belong to curate arms (kind: curate)")
     if kind != "st" and arm.st:
         raise CurateError(f"{where}: st options belong to kind: st")
     for part, options, fixed in (("mine", MineOptions, MINE_FIXED), ("export", ExportOptions, EXPORT_FIXED)):
@@ -132,6 +147,36 @@ def _arm(path: Path, name: str, spec: Any) -> Arm:
     return arm
 
 
+def _generate(path: Path, where: str, spec: dict[str, Any]) -> dict[str, Any] | None:
+    """The arm's ``generate`` mapping with every default filled in (None: the split's queries)."""
+    if "generate" not in spec:
+        return None
+    given = _mapping(f"{where} generate", spec["generate"])
+    _check_keys(f"{where} generate", given, set(GENERATE_KEYS))
+    out = {**GENERATE_KEYS, **given}
+    from curate.generate.from_corpus import EXTRACTED
+
+    if out["queries"] not in ("llm", *EXTRACTED):
+        raise CurateError(f"{where} generate: queries must be llm, {', '.join(EXTRACTED)} (got {out['queries']!r})")
+    if not isinstance(out["passages"], int) or out["passages"] < 2:
+        raise CurateError(f"{where} generate: passages must be an integer of at least 2")
+    if not isinstance(out["seed"], int):
+        raise CurateError(f"{where} generate: seed must be an integer")
+    if out["base_url"] is not None and not out["model"]:
+        raise CurateError(f"{where} generate: base_url needs model (the name the server serves)")
+    if out["model_path"] is not None:
+        model_path = Path(str(out["model_path"])).expanduser()
+        out["model_path"] = str(model_path if model_path.is_absolute() else (path.parent / model_path))
+    return out
+
+
+def _recipe(path: Path, value: Any) -> Any:
+    """A filter recipe file named relative to the grid is found there (a shipped name stays a name)."""
+    if isinstance(value, str) and value.endswith((".yaml", ".yml")) and (path.parent / value).is_file():
+        return str((path.parent / value).resolve())
+    return value
+
+
 def _folder(path: Path, value: Any, what: str) -> str:
     if not isinstance(value, str) or not value:
         raise CurateError(f"{path}: '{what}' must be a BEIR folder path")
@@ -147,7 +192,8 @@ def load_grid(path: str | Path) -> Grid:
     if not path.is_file():
         raise CurateError(f"{path}: no such grid file")
     obj = read_yaml_mapping(path, "grid (data, eval, budget, seeds, arms)")
-    _check_keys(str(path), obj, {"data", "split", "queries", "eval", "student", "budget", "seeds", "arms"})
+    _check_keys(str(path), obj, {"data", "split", "queries", "shown_positives", "eval", "student", "budget", "seeds",
+                                 "arms"})
     ev = _mapping(f"{path}: eval", obj.get("eval"))
     _check_keys(f"{path}: eval", ev, {"data", "split", "light"})
     budget_in = _mapping(f"{path}: budget", obj.get("budget"))
@@ -167,10 +213,14 @@ def load_grid(path: str | Path) -> Grid:
     queries = obj.get("queries")
     if queries is not None and (not isinstance(queries, int) or queries < 2):
         raise CurateError(f"{path}: queries must be an integer of at least 2 (or left out: all)")
+    shown = obj.get("shown_positives")
+    if shown is not None and (not isinstance(shown, int) or isinstance(shown, bool) or shown < 1):
+        raise CurateError(f"{path}: shown_positives must be an integer of at least 1 (or left out: all)")
     data = _folder(path, obj.get("data"), "data")
     grid = Grid(path=path, data=data, eval_data=_folder(path, ev.get("data", obj.get("data")), "eval data"),
                 split=str(obj.get("split", "train")), eval_split=str(ev.get("split", "test")),
-                light=bool(ev.get("light", True)), queries=queries, student=obj.get("student"),
+                light=bool(ev.get("light", True)), queries=queries, shown_positives=shown,
+                student=obj.get("student"),
                 budget=budget, seeds=list(dict.fromkeys(seeds)),
                 arms=[_arm(path, str(name), spec) for name, spec in arms_in.items()])
     for name in {a.name for a in grid.arms}:

@@ -60,7 +60,7 @@ def _evaluate(grid: Grid, model: str | None) -> dict[str, Any]:
             "precision": report["model"]["precision"], "eval_s": report["seconds"]["total"]}
 
 
-def _rows(grid: Grid, arm: Arm, seed: int, work: Path, qrels: Path):
+def _rows(grid: Grid, arm: Arm, seed: int, work: Path, qrels: Path | None):
     """The training rows of one arm for one seed, whether they are read in file order, and the
     digest of the export file they come from (None for sentence-transformers' sets)."""
     import datasets
@@ -75,7 +75,7 @@ def _rows(grid: Grid, arm: Arm, seed: int, work: Path, qrels: Path):
     return datasets.load_dataset("parquet", data_files=files, split="train"), True, data.data_digest(files)
 
 
-def _data_of(grid: Grid, work: Path, qrels: Path, result: dict[str, Any], path: Path) -> str | None:
+def _data_of(grid: Grid, work: Path, qrels: Path | None, result: dict[str, Any], path: Path) -> str | None:
     """The digest of the export a finished curate run trained on: recorded, or (a run from before
     it was recorded) read from the export folder its options name, when that folder was made
     before the result (a re-filed result, or a folder made since, may hold other bytes)."""
@@ -84,9 +84,10 @@ def _data_of(grid: Grid, work: Path, qrels: Path, result: dict[str, Any], path: 
         return recorded
     options = result.get("options") or {}
     try:
-        arm = Arm("earlier", mine=dict(options["mine"]), filter=options.get("filter"), export=dict(options["export"]))
+        arm = Arm("earlier", mine=dict(options["mine"]), filter=options.get("filter"), export=dict(options["export"]),
+                  generate=options.get("generate"))
         folder = data.export_folder(grid, arm, data.records_path(grid, arm, qrels, work), result["seed"], work)
-    except (KeyError, TypeError, ValueError):  # options of an older curate
+    except (KeyError, TypeError, ValueError, AttributeError):  # options of an older curate, or no qrels
         return None
     files, made = data.train_files(folder), folder / "export_report.json"
     if not files or not made.is_file() or made.stat().st_mtime > path.stat().st_mtime:
@@ -94,7 +95,7 @@ def _data_of(grid: Grid, work: Path, qrels: Path, result: dict[str, Any], path: 
     return data.data_digest(files)
 
 
-def same_data_run(grid: Grid, work: Path, qrels: Path, seed: int, digest: str) -> dict[str, Any] | None:
+def same_data_run(grid: Grid, work: Path, qrels: Path | None, seed: int, digest: str) -> dict[str, Any] | None:
     """A finished run of this seed that trained on the same bytes: its model would be this one."""
     for path in sorted((work / "runs").glob(f"*/seed-{seed}.json")):
         try:
@@ -106,7 +107,7 @@ def same_data_run(grid: Grid, work: Path, qrels: Path, seed: int, digest: str) -
     return None
 
 
-def run_one(grid: Grid, arm: Arm, seed: int, work: Path, qrels: Path, keep_model: bool) -> dict[str, Any]:
+def run_one(grid: Grid, arm: Arm, seed: int, work: Path, qrels: Path | None, keep_model: bool) -> dict[str, Any]:
     started = time.perf_counter()
     result: dict[str, Any] = {"arm": arm.name, "kind": arm.kind, "seed": seed}
     if arm.kind == "base":
@@ -147,7 +148,8 @@ def resolved(arm: Arm) -> dict[str, Any]:
     skip = {"out", "inputs", "executor"}  # where work runs never changes what it makes
     mine = {k: v for k, v in asdict(MineOptions(out="", **arm.mine)).items() if k not in skip}
     export = {k: v for k, v in asdict(ExportOptions(inputs=(), out="", **arm.export)).items() if k not in skip}
-    return {"kind": "curate", "mine": mine, "filter": arm.filter, "export": export}
+    source = {} if arm.generate is None else {"generate": arm.generate}  # from the corpus, not the split's queries
+    return {"kind": "curate", **source, "mine": mine, "filter": arm.filter, "export": export}
 
 
 def _with_new_defaults(old: Any, defaults: Any) -> Any:
@@ -220,7 +222,8 @@ def _budget_key(grid: Grid) -> dict[str, Any]:
     """What makes finished runs comparable: a result made under another budget is not reused."""
     from dataclasses import asdict
 
-    return {"budget": asdict(grid.budget), "student": grid.student, "queries": grid.queries,
+    held_back = {"shown_positives": grid.shown_positives} if grid.shown_positives else {}  # older keys unchanged
+    return {"budget": asdict(grid.budget), "student": grid.student, "queries": grid.queries, **held_back,
             "data": grid.data, "split": grid.split, "eval": [grid.eval_data, grid.eval_split, grid.light]}
 
 
@@ -259,7 +262,9 @@ def run_ablate(opts: AblateOptions) -> dict[str, Any]:
                           f"(arms: {', '.join(a.name for a in grid.arms)})")
     work = Path(opts.out) / f"grid-{data.digest(_budget_key(grid))}"
     work.mkdir(parents=True, exist_ok=True)
-    qrels = data.training_qrels(grid, work)
+    # corpus arms read no query of the split: a grid of only those needs no training qrels
+    needs_queries = any(a.kind == "st" or (a.kind == "curate" and a.generate is None) for a in grid.arms)
+    qrels = data.training_qrels(grid, work) if needs_queries else None
 
     keys = {arm.name: data.digest(resolved(arm)) for arm in grid.arms}
     refile_older_results(work, {keys[a.name]: resolved(a) for a in grid.arms})
@@ -298,14 +303,14 @@ def run_ablate(opts: AblateOptions) -> dict[str, Any]:
     return write_report(grid, work, Path(opts.out))
 
 
-def _run_cell(grid: Grid, work: Path, qrels: Path, keep_model: bool, run) -> dict[str, Any]:
+def _run_cell(grid: Grid, work: Path, qrels: Path | None, keep_model: bool, run) -> dict[str, Any]:
     """One arm x seed, trained and evaluated (in this process or on a Ray worker)."""
     arms, seed, _ = run
     _quiet()
     return {**run_one(grid, arms[0], seed, work, qrels, keep_model), "options": resolved(arms[0])}
 
 
-def _prepare(grid: Grid, runs: list[tuple[Arm, int]], work: Path, qrels: Path) -> None:
+def _prepare(grid: Grid, runs: list[tuple[Arm, int]], work: Path, qrels: Path | None) -> None:
     """What the runs share, made here before their training goes to workers: mined sets,
     exports, sentence-transformers' sets and the light evaluation set are each made once, so
     two workers never make the same one at once."""

@@ -9,7 +9,7 @@ Per record, in this order (the first record-level fault wins):
   for (only when that placeholder was an integer), below ``length_tolerance`` x requested or
   above ``length_max_ratio`` x requested;
 * ``query-copied``: a document holds the query word for word (case, whitespace and
-  punctuation ignored) and the query has at least ``query_copy_min_words`` words;
+  punctuation ignored) and the query has at least ``query_copy_min_words`` words (null: never);
 * ``self-explanation``: a document talks about itself as training data ("this is a hard
   negative", "unlike the positive", "Level 2:"), matched by ``self_explanation_patterns``;
 * ``negative-equals-positive`` / ``duplicate-negative``: a negative that is the positive or an
@@ -146,7 +146,8 @@ class _Checker:
         return None
 
     def copy_fault(self, text: str, norm_query: str, query_words: int, field: str):
-        if not norm_query or query_words < int(self.p["query_copy_min_words"]):
+        min_words = self.p["query_copy_min_words"]
+        if not norm_query or min_words is None or query_words < int(min_words):  # null: copies allowed
             return None
         if f" {norm_query} " in f" {normalize(text)} ":
             return "query-copied", {"field": field, "query_words": query_words,

@@ -18,6 +18,7 @@ under ``min_score`` (``query-below-threshold``).
 
 Judges fail closed: a judge that gives no valid answer drops what it was judging
 (``judge-error``), unless ``on_error: keep``. Verdicts go to ``record.scores["judges"]``.
+``relabel`` (relabel.py) asks the same judges about mined negatives, with the helpers here.
 
 A judge config is ``null`` (the run's own LLM backend) or a mapping with optional ``name``
 (how its verdicts are labelled), ``params`` (request parameters such as temperature, merged
@@ -149,7 +150,7 @@ def _failed(judges, verdicts) -> dict[str, str]:
 
 def _merge(step: str, params: dict[str, Any] | None) -> dict[str, Any]:
     p = merge_params(step, params)
-    if p["on_error"] not in ("drop", "keep"):
+    if "on_error" in p and p["on_error"] not in ("drop", "keep"):  # relabel always fails closed: no on_error
         raise CurateError(f"{step}: on_error must be 'drop' or 'keep', got {p['on_error']!r}")
     if not isinstance(p["concurrency"], int) or p["concurrency"] < 1:
         raise CurateError(f"{step}: concurrency must be a positive integer")
@@ -228,10 +229,12 @@ def verdict_task(template: str, verdicts: list[str], prompt_dirs) -> LLMTask[Ver
                    prompt_dirs=tuple(str(d) for d in prompt_dirs or ()))
 
 
-async def ask(client, judge: Judge, task: LLMTask[Verdict], rec: Record, passage: str, seed: int) -> Verdict:
+async def ask(client, judge: Judge, task: LLMTask[Verdict], rec: Record, passage: str, seed: int,
+              extra: dict[str, Any] | None = None) -> Verdict:
+    """One judge's answer on one passage; ``extra``: more template variables (relabel's positive)."""
+    variables = {"task": rec.task, "query": rec.query, "passage": passage, **(extra or {})}
     try:
-        result = await task.run(client, {"task": rec.task, "query": rec.query, "passage": passage}, seed,
-                                params=judge.params)
+        result = await task.run(client, variables, seed, params=judge.params)
     except asyncio.CancelledError:
         raise
     except CurateError:

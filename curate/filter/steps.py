@@ -6,6 +6,7 @@ from curate.filter import (  # noqa: F401  (imported for their @register side ef
     heuristics,
     judges,
     minhash_step,
+    relabel,
     round_trip,
     sts_gap,
     teacher_rank,

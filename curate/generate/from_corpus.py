@@ -13,11 +13,12 @@ re-run resumes, and a larger ``-n`` extends the same sample instead of drawing a
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from curate.core.errors import CurateError
-from curate.core.records import Task, stable_id
+from curate.core.records import Record, Task, stable_id
 from curate.corpus import doc_text
 from curate.datasets.documents import Documents, Passage
 from curate.progress import RunStats
@@ -70,3 +71,38 @@ def corpus_items(spec: TaskSpec, passages: Sequence[Passage], tasks: Sequence[Ta
                                given={"positive": text, "positive_id": p.id}, meta=meta))
     stats.extra["passages_sampled"] = len(items)
     return items
+
+
+EXTRACTED = ("title", "first-sentence")  # queries taken from the passage itself, no LLM
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\"'])")
+
+
+def first_sentence(text: str, max_words: int = 40) -> str:
+    """The passage's first sentence, cut to ``max_words`` (a query, not a paragraph)."""
+    head = _SENTENCE_END.split(text.strip(), maxsplit=1)[0]
+    return " ".join(head.split()[:max_words])
+
+
+def extracted_query(p: Passage, how: str) -> str:
+    """The query a user with no LLM would write down: the title (else the first sentence)."""
+    if how == "title" and p.title.strip():
+        return " ".join(p.title.split())
+    return first_sentence(p.text or p.title)
+
+
+def extracted_records(passages: Sequence[Passage], how: str, task: str) -> list[Record]:
+    """Records with a query taken from each passage (``EXTRACTED``): the baseline the
+    LLM-written queries must beat, shaped like ``generate --from-corpus`` records so the same
+    filters, mining and export take them."""
+    if how not in EXTRACTED:
+        raise CurateError(f"extracted queries are one of {', '.join(EXTRACTED)} (got {how!r})")
+    out = []
+    for p in passages:
+        query = extracted_query(p, how)
+        if not query:
+            continue
+        out.append(Record(id=stable_id(FAMILY, how, p.id), task_type=FAMILY, task=task, query=query,
+                          positive=passage_text(p), positive_id=p.id,
+                          meta={"passage": {"id": p.id, "doc_id": p.doc_id, "source": p.source, "k": p.k},
+                                "query_from": how}))
+    return out

@@ -91,13 +91,17 @@ def fill_negatives(rows: list[ExportRow], texts: list[list[str]], n: int,
     borrows the negatives of the other rows of its batch (else of its nearest row with any).
     Under an in-batch loss those texts are already candidates for every query of the batch, so
     the loss only counts one of them twice. A positive is never borrowed: it would become a
-    false negative of its own row's query.
+    false negative of its own row's query; neither is a negative of another row that is one of
+    this row's own positives (``relabel`` moves documents from negatives to positives per query).
     """
     pools = _borrow_pools(rows, texts)
     out: list[list[str]] = []
     filled = 0
-    for own, pool in zip(texts, pools):
+    for row, own, pool in zip(rows, texts, pools):
         source = own or pool
+        if not source and n and any(texts):
+            raise CurateError(f"record {row.record_id}: its row has no negative and none to borrow: "
+                              "every negative of the export is one of its own positives")
         if source and n and (len(own) < n if pad_short else not own):
             filled += 1
             own = [source[j % len(source)] for j in range(n)]
@@ -120,9 +124,20 @@ def _borrow_pools(rows: list[ExportRow], texts: list[list[str]]) -> list[list[st
     for idxs in splits.values():
         nearest.update(_nearest_having(texts, idxs))  # the same split wins over another one
     for i in needy:
-        batch = [t for j in batches[(rows[i].split, rows[i].batch)] for t in texts[j]]
-        pools[i] = list(dict.fromkeys(batch or texts[nearest[i]]))
+        own = _own_positives(rows[i])
+        batch = [t for j in batches[(rows[i].split, rows[i].batch)] for t in texts[j]
+                 if not _is_own(rows[i], t, own)]
+        near = [t for t in texts[nearest[i]] if not _is_own(rows[i], t, own)] if i in nearest else []
+        pools[i] = list(dict.fromkeys(batch or near or [t for ts in texts for t in ts if not _is_own(rows[i], t, own)]))
     return pools
+
+
+def _own_positives(row: ExportRow) -> set[str]:
+    return {row.positive, raw_document(row, row.positive), *(t for t, _ in row.more_positives)}
+
+
+def _is_own(row: ExportRow, text: str, own: set[str]) -> bool:
+    return text in own or raw_document(row, text) in own
 
 
 def _nearest_having(texts: list[list[str]], idxs: list[int]) -> dict[int, int]:

@@ -1,0 +1,142 @@
+#!/usr/bin/env python
+"""Precision and recall of ``relabel``'s promotions against labels the miner never saw.
+
+    .venv/bin/python bench/relabel.py [--grid bench/grids/nfcorpus-relabel.yaml] [--out runs/ablate-relabel]
+
+The grid (NFCorpus train, 200 queries, ``shown_positives: 1``) shows each query its most
+relevant labelled positive and holds the others back. ``curate mine`` then meets the held-back
+positives as unlabelled documents; some come back among the mined negatives, which is the false
+negative relabelling exists for. This script relabels the same mined set twice:
+
+* with a scripted judge that answers from the held-back labels (the plumbing: it must reach
+  precision 1 and recall 1, or a verdict is lost or misapplied on the way);
+* with the LLM the grid's relabel arms use (the embedded bundled model unless
+  ``OPENAI_BASE_URL`` is set), read from the arm's own filtered set, so the figures describe the
+  data those arms train on (``curate ablate`` on the same grid and ``--out`` trains them).
+
+For each judge: verdict counts, precision (promoted candidates that are held-back positives, over
+all promoted) and recall (held-back positives among the candidates that were promoted), beside the
+base rate (the share of candidates that are held-back positives: the precision of promoting all).
+Writes bench/results/relabel.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+PROMOTED = ("relevant", "better")
+
+
+def held_back(grid) -> dict[str, set[str]]:
+    """Per training query: its labelled positives minus the one the grid showed."""
+    from curate.ablate.arms import _shown
+    from curate.datasets.beir import read_qrels
+
+    qrels = read_qrels(Path(grid.data) / "qrels" / f"{grid.split}.tsv")
+    return {q: {d for d, r in labels.items() if r > 0} - set(_shown(labels, grid.shown_positives))
+            for q, labels in qrels.items()}
+
+
+def measure(records_path: Path, hidden: dict[str, set[str]]) -> dict:
+    """Verdicts of every judged candidate (``meta.relabel``) against the held-back labels."""
+    from curate.core.records import read_records
+
+    c: Counter[str] = Counter()
+    verdicts: Counter[str] = Counter()
+    for rec in read_records(records_path):
+        labels = hidden.get(str(rec.meta.get("query_id")), set())
+        for v in rec.meta.get("relabel") or []:
+            verdicts[v["verdict"]] += 1
+            labelled, promoted = v["doc_id"] in labels, v["verdict"] in PROMOTED
+            c["candidates"] += 1
+            c["held_back"] += labelled
+            c["promoted"] += promoted
+            c["promoted_held_back"] += labelled and promoted
+            c["kept_negative_held_back"] += labelled and v["verdict"] == "not_relevant"
+    out = {**c, "verdicts": dict(verdicts)}
+    out["precision"] = round(c["promoted_held_back"] / c["promoted"], 4) if c["promoted"] else None
+    out["recall"] = round(c["promoted_held_back"] / c["held_back"], 4) if c["held_back"] else None
+    out["base_rate"] = round(c["held_back"] / c["candidates"], 4) if c["candidates"] else None
+    return out
+
+
+def oracle(grid, mined: Path, out: Path, hidden: dict[str, set[str]]) -> Path:
+    """``curate filter --recipe relabel`` on ``mined`` with a scripted judge that knows the labels."""
+    from curate.core.records import read_records
+    from curate.filter.main import FilterOptions, filter_main
+    from curate.llm.backend import LLMOptions
+    from tests.fake_llm_server import fake_llm_server
+
+    texts = {}  # (query text, candidate text) -> held back?
+    for rec in read_records(mined):
+        labels = hidden.get(str(rec.meta.get("query_id")), set())
+        for n in rec.negatives:
+            texts[(rec.query.strip(), n.text.strip())] = n.doc_id in labels
+    pattern = re.compile(r"Query:\n(.*?)\n\nA document labelled.*?Candidate document:\n(.*?)\n\nChoose one verdict",
+                         re.S)
+
+    def answer(body):
+        m = pattern.search(body["messages"][-1]["content"])
+        if not m:
+            return None
+        relevant = texts.get((m.group(1).strip(), m.group(2).strip()))
+        return {"reason": "from the labels", "verdict": "unsure" if relevant is None
+                else "relevant" if relevant else "not_relevant"}
+
+    if not (out / "filter_report.json").is_file():
+        with fake_llm_server(responder=answer) as srv:
+            filter_main(FilterOptions(inp=str(mined), out=str(out), recipe="relabel",
+                                      llm=LLMOptions(base_urls=(srv.base_url,), model="fake", max_retries=0)),
+                        quiet=True)
+    return out / "filtered.jsonl"
+
+
+def main() -> None:
+    from curate.ablate import arms as data
+    from curate.ablate.grid import load_grid
+    from curate.ablate.main import _budget_key
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--grid", default=str(REPO / "bench/grids/nfcorpus-relabel.yaml"))
+    ap.add_argument("--out", default="runs/ablate-relabel", help="the --out of `curate ablate` on the same grid")
+    ap.add_argument("--arm", default="relabel-all", help="the grid's arm whose relabelled set is measured")
+    ap.add_argument("--results", default=str(REPO / "bench/results/relabel.json"))
+    args = ap.parse_args()
+
+    grid = load_grid(args.grid)
+    work = Path(args.out) / f"grid-{data.digest(_budget_key(grid))}"
+    qrels = data.training_qrels(grid, work)
+    arm = next(a for a in grid.arms if a.name == args.arm)
+    hidden = held_back(grid)
+    mined_path = data._records(grid, arm, qrels, work)[0] / "mined.jsonl"  # the arm's set before its filter
+    started = time.perf_counter()
+    relabelled = data.mined_set(grid, arm, qrels, work)  # makes the mined and relabelled sets if missing
+    llm_s = time.perf_counter() - started
+    scripted = oracle(grid, mined_path, work / "relabel-oracle", hidden)
+    report = json.loads((relabelled.parent / "filter_report.json").read_text())
+    note = next(s for s in report["steps"] if s["step"] == "relabel")["notes"]
+    result = {"grid": str(Path(args.grid).resolve().relative_to(REPO)), "queries": grid.queries,
+              "shown_positives": grid.shown_positives, "arm": args.arm,
+              "llm_judge": {**measure(relabelled, hidden), "judges": note.get("judges"),
+                            "seconds_this_run": round(llm_s, 1)},
+              "scripted_judge": measure(scripted, hidden)}
+    Path(args.results).write_text(json.dumps(result, indent=2) + "\n")
+    for name in ("scripted_judge", "llm_judge"):
+        r = result[name]
+        print(f"{name:15} candidates {r.get('candidates', 0):4}  held back {r.get('held_back', 0):3}  "
+              f"promoted {r.get('promoted', 0):4}  precision {r['precision']}  recall {r['recall']}  "
+              f"base rate {r['base_rate']}  verdicts {r['verdicts']}")
+    print(f"wrote {args.results}")
+
+
+if __name__ == "__main__":
+    main()
