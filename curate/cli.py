@@ -342,6 +342,40 @@ def mine(**kw) -> None:
 
 
 @cli.command()
+@click.argument("docs", type=click.Path())
+@click.option("--out", type=click.Path(file_okay=False), required=True,
+              help="Run folder: generate/, filter/, mine/, relabel/, export/ and pipeline.json (re-run to resume).")
+@click.option("-n", "--num-examples", "n", type=click.IntRange(1), default=200, show_default=True,
+              help="Passages sampled with --seed, one query each (a few hundred suit the bundled CPU model: "
+                   "minutes to an hour; a server takes thousands).")
+@click.option("--recipe", default="from-corpus", show_default=True,
+              help="Filter recipe: a shipped name or a recipe YAML file.")
+@click.option("--relabel/--no-relabel", default=False, show_default=True,
+              help="Have an LLM judge relabel the mined negatives before export (not yet measured; off).")
+@click.option("--teacher", default=None,
+              help="Teacher embedding model for filter and mine  [default: the recipe's, else the bundled "
+                   "all-MiniLM-L6-v2].")
+@click.option("--format", "formats", multiple=True, default=("sentence-transformers",), show_default=True,
+              help="Export format, as curate export takes it (hf, sentence-transformers, ..., all); repeatable.")
+@click.option("--plots/--no-plots", default=True, show_default=True, help="Write filter's and mine's plots.")
+@_llm_options
+def pipeline(docs, out, n, recipe, relabel, teacher, formats, plots, **kw) -> None:
+    """From documents alone to training data: generate --from-corpus, filter, mine, [relabel,] export.
+
+    DOCS is a BEIR folder, a corpus JSONL, a folder of .txt/.md/.html files or one such file.
+    Each stage writes its own sub-folder of OUT; re-running the same command resumes, skipping
+    the stages done earlier, and answers the LLM sent before come from OUT/.cache/llm.sqlite.
+    Ends with the funnel (what each stage kept, and why it dropped the rest), also in
+    OUT/pipeline.json.
+    """
+    from curate.pipeline import PipelineOptions, run_pipeline
+
+    run_pipeline(PipelineOptions(docs=docs, out=out, n=n, seed=kw["seed"], llm=_llm_opts(kw), recipe=recipe,
+                                 relabel=relabel, teacher=teacher, formats=tuple(formats), plots=plots,
+                                 prompts_dirs=tuple(kw["prompts_dirs"])))
+
+
+@cli.command()
 @click.option("--model", default=None,
               help="Hugging Face model name or folder, or a GGUF file (converted once). Default: the bundled model.")
 @click.option("--vllm-python", type=click.Path(dir_okay=False), default=None, envvar="CURATE_VLLM_PYTHON",

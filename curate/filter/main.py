@@ -67,6 +67,7 @@ class FilterOptions:
     corpus: str | None = None  # real documents added to the teacher's ranking pool
     llm: LLMOptions = field(default_factory=LLMOptions)  # the judges' backend
     executor: Executor = field(default_factory=Executor)  # where per-record (map) steps run
+    plots: bool = True  # the teacher-score plots (when a step scored the records)
 
 
 def filter_main(opts: FilterOptions, quiet: bool = False) -> dict[str, Any]:
@@ -89,14 +90,14 @@ def filter_main(opts: FilterOptions, quiet: bool = False) -> dict[str, Any]:
     with open_run("filter", out_dir, params, [in_path, recipe.path, corpus_path],
                   writes=(FILTERED, REJECTED, REPORT)) as run:
         report = _filter(records, in_path, out_dir, run, recipe, teacher, query_prompt, doc_prompt, corpus_path,
-                         llm_opts, started, opts.executor)
+                         llm_opts, started, opts.executor, opts.plots)
     if not quiet:
         _print_report(report, out_dir)
     return report
 
 
 def _filter(records, in_path: Path, out_dir: Path, run, recipe, teacher, query_prompt, doc_prompt, corpus_path,
-            llm_opts: LLMOptions, started: float, executor: Executor) -> dict[str, Any]:
+            llm_opts: LLMOptions, started: float, executor: Executor, plots: bool = True) -> dict[str, Any]:
     corpus = [text for _, text in read_corpus(corpus_path)] if corpus_path else []
     teacher_cfg = dict(recipe.teacher)
     for key, value in (("model", teacher), ("query_prompt", query_prompt), ("doc_prompt", doc_prompt)):
@@ -109,11 +110,11 @@ def _filter(records, in_path: Path, out_dir: Path, run, recipe, teacher, query_p
     rows = dup_row + rows
     if ctx._teacher is not None:
         ctx._teacher.close()  # free any encoding workers
-    plots = []
-    if any(r.teacher is not None for r in unique):
+    written = []
+    if plots and any(r.teacher is not None for r in unique):
         from curate.filter.plots import write_plots
 
-        plots = [str(out_dir / p.relative_to(run.dir)) for p in write_plots(unique, run.dir)]
+        written = [str(out_dir / p.relative_to(run.dir)) for p in write_plots(unique, run.dir)]
     report = {
         "input": str(in_path),
         "recipe": {"name": recipe.name, "path": str(recipe.path)},
@@ -123,7 +124,7 @@ def _filter(records, in_path: Path, out_dir: Path, run, recipe, teacher, query_p
         "negatives_kept": sum(len(r.negatives) for r in kept),
         "teacher": _teacher_stats(ctx, teacher_cfg),
         "steps": rows,
-        "plots": plots,
+        "plots": written,
         "outputs": {"filtered": FILTERED, "rejected": REJECTED},
         "wall_seconds": round(time.perf_counter() - started, 2),
     }
