@@ -2,6 +2,7 @@
 """Precision and recall of ``relabel``'s promotions against labels the miner never saw.
 
     .venv/bin/python bench/relabel.py [--grid bench/grids/nfcorpus-relabel.yaml] [--out runs/ablate-relabel]
+        [--llm-queries 40]
 
 The grid (NFCorpus train, 200 queries, ``shown_positives: 1``) shows each query its most
 relevant labelled positive and holds the others back. ``curate mine`` then meets the held-back
@@ -11,8 +12,9 @@ negative relabelling exists for. This script relabels the same mined set twice:
 * with a scripted judge that answers from the held-back labels (the plumbing: it must reach
   precision 1 and recall 1, or a verdict is lost or misapplied on the way);
 * with the LLM the grid's relabel arms use (the embedded bundled model unless
-  ``OPENAI_BASE_URL`` is set), read from the arm's own filtered set, so the figures describe the
-  data those arms train on (``curate ablate`` on the same grid and ``--out`` trains them).
+  ``OPENAI_BASE_URL`` is set), on the first ``--llm-queries`` records (the bundled model is slow
+  on long NFCorpus abstracts; ``curate ablate`` on the same grid and ``--out`` relabels them all
+  and trains on them).
 
 For each judge: verdict counts, precision (promoted candidates that are held-back positives, over
 all promoted) and recall (held-back positives among the candidates that were promoted), beside the
@@ -100,6 +102,22 @@ def oracle(grid, mined: Path, out: Path, hidden: dict[str, set[str]]) -> Path:
     return out / "filtered.jsonl"
 
 
+def llm_sample(mined: Path, out: Path, queries: int) -> Path:
+    """``curate filter --recipe relabel`` with the LLM (the embedded bundled model unless
+    ``OPENAI_BASE_URL`` is set) on the first ``queries`` records of ``mined``."""
+    from curate.core.jsonl import atomic_write_jsonl, read_jsonl
+    from curate.filter.main import FilterOptions, filter_main
+    from curate.llm.backend import LLMOptions
+
+    out.mkdir(parents=True, exist_ok=True)
+    sample = out / "sample.jsonl"
+    atomic_write_jsonl(sample, [obj for _, (_, obj) in zip(range(queries), read_jsonl(mined))])
+    if not (out / "filter_report.json").is_file():
+        filter_main(FilterOptions(inp=str(sample), out=str(out), recipe="relabel",
+                                  llm=LLMOptions(cache=str(out / "llm.sqlite"))), quiet=True)
+    return out / "filtered.jsonl"
+
+
 def main() -> None:
     from curate.ablate import arms as data
     from curate.ablate.grid import load_grid
@@ -108,7 +126,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--grid", default=str(REPO / "bench/grids/nfcorpus-relabel.yaml"))
     ap.add_argument("--out", default="runs/ablate-relabel", help="the --out of `curate ablate` on the same grid")
-    ap.add_argument("--arm", default="relabel-all", help="the grid's arm whose relabelled set is measured")
+    ap.add_argument("--arm", default="relabel-all", help="the grid's arm whose mined set is relabelled")
+    ap.add_argument("--llm-queries", type=int, default=40,
+                    help="records the LLM judges (the first of the mined set; 0: the scripted judge only). "
+                         "The bundled model judges about one candidate in 7 s on 2 idle cores.")
     ap.add_argument("--results", default=str(REPO / "bench/results/relabel.json"))
     args = ap.parse_args()
 
@@ -118,23 +139,25 @@ def main() -> None:
     arm = next(a for a in grid.arms if a.name == args.arm)
     hidden = held_back(grid)
     mined_path = data._records(grid, arm, qrels, work)[0] / "mined.jsonl"  # the arm's set before its filter
-    started = time.perf_counter()
-    relabelled = data.mined_set(grid, arm, qrels, work)  # makes the mined and relabelled sets if missing
-    llm_s = time.perf_counter() - started
-    scripted = oracle(grid, mined_path, work / "relabel-oracle", hidden)
-    report = json.loads((relabelled.parent / "filter_report.json").read_text())
-    note = next(s for s in report["steps"] if s["step"] == "relabel")["notes"]
+    if not mined_path.is_file():
+        data.mined_set(grid, next(a for a in grid.arms if a.name == "all-negatives"), qrels, work)
     result = {"grid": str(Path(args.grid).resolve().relative_to(REPO)), "queries": grid.queries,
               "shown_positives": grid.shown_positives, "arm": args.arm,
-              "llm_judge": {**measure(relabelled, hidden), "judges": note.get("judges"),
-                            "seconds_this_run": round(llm_s, 1)},
-              "scripted_judge": measure(scripted, hidden)}
+              "scripted_judge": measure(oracle(grid, mined_path, work / "relabel-oracle", hidden), hidden)}
+    if args.llm_queries:
+        started = time.perf_counter()
+        judged = llm_sample(mined_path, work / f"relabel-llm-{args.llm_queries}", args.llm_queries)
+        report = json.loads((judged.parent / "filter_report.json").read_text())
+        note = next(s for s in report["steps"] if s["step"] == "relabel")["notes"]
+        result["llm_judge"] = {**measure(judged, hidden), "records": args.llm_queries, "judges": note.get("judges"),
+                               "seconds_this_run": round(time.perf_counter() - started, 1)}
     Path(args.results).write_text(json.dumps(result, indent=2) + "\n")
     for name in ("scripted_judge", "llm_judge"):
-        r = result[name]
-        print(f"{name:15} candidates {r.get('candidates', 0):4}  held back {r.get('held_back', 0):3}  "
-              f"promoted {r.get('promoted', 0):4}  precision {r['precision']}  recall {r['recall']}  "
-              f"base rate {r['base_rate']}  verdicts {r['verdicts']}")
+        r = result.get(name)
+        if r:
+            print(f"{name:15} candidates {r.get('candidates', 0):4}  held back {r.get('held_back', 0):3}  "
+                  f"promoted {r.get('promoted', 0):4}  precision {r['precision']}  recall {r['recall']}  "
+                  f"base rate {r['base_rate']}  verdicts {r['verdicts']}")
     print(f"wrote {args.results}")
 
 

@@ -348,6 +348,9 @@ def mine(**kw) -> None:
 @click.option("-n", "--num-examples", "n", type=click.IntRange(1), default=200, show_default=True,
               help="Passages sampled with --seed, one query each (a few hundred suit the bundled CPU model: "
                    "minutes to an hour; a server takes thousands).")
+@click.option("--task", default="from-corpus", show_default=True,
+              help="The query-writing spec: from-corpus (one passage a query), from-corpus-multihop (a query "
+                   "over 2-3 related passages, each a positive) or a spec file with inputs: [positive].")
 @click.option("--recipe", default="from-corpus", show_default=True,
               help="Filter recipe: a shipped name or a recipe YAML file.")
 @click.option("--relabel/--no-relabel", default=False, show_default=True,
@@ -359,7 +362,7 @@ def mine(**kw) -> None:
               help="Export format, as curate export takes it (hf, sentence-transformers, ..., all); repeatable.")
 @click.option("--plots/--no-plots", default=True, show_default=True, help="Write filter's and mine's plots.")
 @_llm_options
-def pipeline(docs, out, n, recipe, relabel, teacher, formats, plots, **kw) -> None:
+def pipeline(docs, out, n, task, recipe, relabel, teacher, formats, plots, **kw) -> None:
     """From documents alone to training data: generate --from-corpus, filter, mine, [relabel,] export.
 
     DOCS is a BEIR folder, a corpus JSONL, a folder of .txt/.md/.html files or one such file.
@@ -370,7 +373,7 @@ def pipeline(docs, out, n, recipe, relabel, teacher, formats, plots, **kw) -> No
     """
     from curate.pipeline import PipelineOptions, run_pipeline
 
-    run_pipeline(PipelineOptions(docs=docs, out=out, n=n, seed=kw["seed"], llm=_llm_opts(kw), recipe=recipe,
+    run_pipeline(PipelineOptions(docs=docs, out=out, n=n, seed=kw["seed"], llm=_llm_opts(kw), task=task, recipe=recipe,
                                  relabel=relabel, teacher=teacher, formats=tuple(formats), plots=plots,
                                  prompts_dirs=tuple(kw["prompts_dirs"])))
 

@@ -51,6 +51,7 @@ class PipelineOptions:
     n: int = 200  # passages sampled; one query each
     seed: int = 0
     llm: LLMOptions = field(default_factory=LLMOptions)  # generate's backend, and relabel's judge
+    task: str = "from-corpus"  # or from-corpus-multihop (queries over 2-3 related passages), or a spec file
     recipe: str = "from-corpus"
     relabel: bool = False  # off until measured
     teacher: str | None = None  # filter's and mine's teacher (default: the recipe's / the bundled one)
@@ -74,6 +75,10 @@ def run_pipeline(opts: PipelineOptions) -> dict[str, Any]:
         raise CurateError(f"--out {out} lies inside DOCS {docs.path}: a re-run would read its files as documents")
     for recipe in (opts.recipe, RELABEL) if opts.relabel else (opts.recipe,):
         load_recipe(recipe)
+    from curate.generate.from_corpus import check_spec
+    from curate.taskspec import load_spec
+
+    check_spec(load_spec(opts.task, ()))
     _check_formats(opts.formats)
     llm = opts.llm if opts.llm.cache else dataclasses.replace(opts.llm, cache=str(out / ".cache" / "llm.sqlite"))
     params = {k: v for k, v in dataclasses.asdict(opts).items() if k not in ("llm", "out")}
@@ -136,6 +141,7 @@ def _generate(opts: PipelineOptions, docs, llm: LLMOptions, folder: Path) -> str
         console.print(f"{GENERATE}: done earlier ({escape(str(folder / REPORTS[GENERATE]))})")
         return DONE
     generate_stage(GenerateOptions(out=str(folder), corpus=opts.docs, n=opts.n, seed=opts.seed, llm=llm,
+                                   tasks=(opts.task,),
                                    prompts_dirs=tuple(opts.prompts_dirs)))
     return RAN
 
@@ -145,15 +151,14 @@ def _generated_all(opts: PipelineOptions, docs, folder: Path) -> bool:
     documents' passages: exactly when ``generate`` would send nothing and write the same."""
     from curate.generate.brainstorm import fixed_tasks
     from curate.generate.examples import finished_ids
-    from curate.generate.from_corpus import CORPUS, FAMILY, corpus_items, sample_passages
+    from curate.generate.from_corpus import CORPUS, corpus_items
     from curate.progress import RunStats
     from curate.taskspec import load_spec
 
     if not (folder / REPORTS[GENERATE]).is_file() or not (folder / CORPUS).is_file():
         return False
-    spec = load_spec(FAMILY, ())
-    items = corpus_items(spec, sample_passages(docs, opts.n, opts.seed), fixed_tasks(spec), opts.seed,
-                         RunStats(stage=GENERATE))
+    spec = load_spec(opts.task, ())
+    items = corpus_items(spec, docs, opts.n, fixed_tasks(spec), opts.seed, RunStats(stage=GENERATE))
     if not {it.id for it in items} <= finished_ids(folder):
         return False
     rows = "".join(dumps({"_id": p.id, "title": p.title, "text": p.text, "source": p.source}) + "\n"

@@ -83,6 +83,9 @@ class TaskSpec:
     # Answer keys each item brings with it (e.g. a real query and positive) instead of asking
     # the model; they go into the template's variables and into the record verbatim.
     inputs: list[str] = field(default_factory=list)
+    # Multi-hop (from-corpus specs): each item brings this many related passages, a size drawn
+    # per item; empty: one passage an item.
+    bundle: tuple[int, ...] = ()
 
 
 @lru_cache(maxsize=None)
@@ -251,6 +254,12 @@ def _parse(raw: dict[str, Any], path: Path) -> TaskSpec:
     if "negatives" not in inputs:
         _check_negatives(generate.schema, n_negatives)
     scale = raw.get("score_scale") or [1, 10]
+    bundle = raw.get("bundle") or []
+    if not isinstance(bundle, list) or not all(isinstance(b, int) and not isinstance(b, bool) and 2 <= b <= 5
+                                               for b in bundle):
+        raise ValueError(f"'bundle' must be a list of passage counts from 2 to 5, not {bundle!r}")
+    if bundle and inputs != ["positive"]:
+        raise ValueError("'bundle' goes with inputs: [positive] (a spec for --from-corpus)")
     return TaskSpec(
         family=family,
         description=str(raw.get("description", "")),
@@ -264,4 +273,5 @@ def _parse(raw: dict[str, Any], path: Path) -> TaskSpec:
         symmetric=bool(raw.get("symmetric", False)),
         score_scale=(float(scale[0]), float(scale[1])),
         inputs=inputs,
+        bundle=tuple(bundle),
     )

@@ -157,3 +157,92 @@ def test_bundled_model_on_two_scifact_passages(tmp_path):
         r = _check(rec, corpus)
         assert 0 < len(r.query) <= 300
         print(f"{r.positive_id}: {r.query!r}")
+
+
+def test_multihop_bundles_are_nearest_passages_and_all_positives(tmp_path):
+    """--task from-corpus-multihop: each item shows the sampled passage and its nearest
+    neighbours by the teacher (2 or 3 in all), the record keeps every one as a labelled
+    positive, and mining never takes one of them as a negative."""
+    import numpy as np
+
+    from curate.datasets.documents import read_documents
+    from curate.embed.teacher import Teacher
+    from curate.generate.bundles import bundle_size
+
+    docs_dir = Path(__file__).resolve().parents[1] / "data" / "demo"
+    out = tmp_path / "out"
+    with fake_llm_server() as srv:
+        proc = _generate(srv.base_url, docs_dir, out, "-n", "6", "--task", "from-corpus-multihop")
+        assert proc.returncode == 0, proc.stderr
+        prompts = [req.body["messages"][-1]["content"] for req in srv.chat_requests]
+    records = [Record.from_dict(r) for r in read_jsonl(out / "generated.jsonl")]
+    corpus = dict(read_corpus(out / "corpus.jsonl"))
+    assert len(records) == len(prompts) == 6
+
+    docs = read_documents(docs_dir)
+    by_id = {p.id: p for p in docs.passages}
+    teacher = Teacher(cache=False)
+    ids = list(corpus)
+    vectors = teacher.encode_docs([corpus[i] for i in ids])
+    sizes = []
+    for r in records:
+        bundle = [r.positive_id, *(p.doc_id for p in r.positives)]
+        sizes.append(len(bundle))
+        assert r.task_type == "from-corpus-multihop" and r.meta["bundle"] == bundle
+        assert len(bundle) == bundle_size(by_id[r.positive_id], (2, 3), 0), "the size drawn for this passage"
+        for pid, text in zip(bundle, [r.positive, *(p.text for p in r.positives)]):
+            assert text == corpus[pid], "each passage verbatim under its corpus id"
+        (prompt,) = [p for p in prompts if f"Passage 1:\n{corpus[r.positive_id]}" in p]
+        for i, pid in enumerate(bundle, 1):
+            assert f"Passage {i}:\n{corpus[pid]}" in prompt, "the prompt shows the whole bundle, seed first"
+        assert f"needs all {len(bundle)} passages" in prompt
+        scores = vectors @ vectors[ids.index(r.positive_id)]
+        nearest = [ids[j] for j in np.argsort(-scores) if ids[j] != r.positive_id][:len(bundle) - 1]
+        assert bundle[1:] == nearest, "the teacher's nearest passages, best first (one passage a demo file)"
+    assert set(sizes) == {2, 3}
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["families"]["from-corpus-multihop"]["bundle_sizes"] == {str(k): sizes.count(k) for k in (2, 3)}
+
+    mined = tmp_path / "mined"
+    proc = run_curate("mine", "--in", str(out / "generated.jsonl"), "--corpus", str(out / "corpus.jsonl"),
+                      "--out", str(mined), env=_env(tmp_path / "home"), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rows = [Record.from_dict(r) for r in read_jsonl(mined / "mined.jsonl")]
+    # the scripted queries are arbitrary words: how many negatives pass the positive-aware cut varies
+    assert len(rows) == 6 and sum(len(r.negatives) for r in rows) >= 6
+    for r in rows:
+        assert {n.doc_id for n in r.negatives}.isdisjoint(r.meta["bundle"]), "no bundle passage is a negative"
+
+
+def test_bundles_pass_over_passages_that_overlap_the_seed(tmp_path):
+    """A long document's neighbouring passages share words by the cut's overlap: they are the
+    teacher's nearest, and a bundle must not be made of them."""
+    from curate.datasets.documents import read_documents
+    from curate.generate.bundles import passage_bundles
+
+    docs = read_documents(SHARED_DATA / "scifact" / "corpus.jsonl")
+    long_doc = (tmp_path / "docs")
+    long_doc.mkdir()
+    words = " ".join(p.text for p in docs.passages[:12])  # one document of several passages
+    (long_doc / "long.txt").write_text(words, encoding="utf-8")
+    (long_doc / "other.txt").write_text(docs.passages[40].text, encoding="utf-8")
+    cut = read_documents(long_doc)
+    longs = [p for p in cut.passages if p.doc_id == "long"]
+    assert len(longs) >= 4
+    seed = longs[1]
+    (bundle,) = passage_bundles(cut.passages, [seed], (3,), seed=0).values()
+    assert bundle[0] == seed and len(bundle) == 3
+    for p in bundle[1:]:
+        assert not (p.doc_id == seed.doc_id and abs(p.k - seed.k) <= 1)
+    assert len({(p.doc_id, p.k) for p in bundle}) == 3
+
+
+def test_a_bad_bundle_in_a_spec_is_one_line(tmp_path):
+    spec = (Path(__file__).resolve().parents[1] / "tasks" / "from-corpus-multihop.yaml").read_text()
+    bad = tmp_path / "hops.yaml"
+    bad.write_text(spec.replace("bundle: [2, 3]", "bundle: [1, 9]").replace("family: from-corpus-multihop",
+                                                                            "family: hops"))
+    proc = run_curate("generate", "--from-corpus", str(_docs(tmp_path / "docs")), "--task", str(bad), "--out",
+                      str(tmp_path / "o"), "--base-url", OFFLINE, "--model", "m")
+    assert proc.returncode == 2
+    assert_one_line_error(proc, "hops.yaml", "'bundle' must be a list of passage counts from 2 to 5")

@@ -243,6 +243,30 @@ def test_the_demo_documents_go_all_the_way(first, tmp_path):
     assert "curate pipeline data/demo --out runs/demo -n 12" in (REPO / "Makefile").read_text()
 
 
+def test_multihop_queries_go_all_the_way_with_their_bundles(first, tmp_path):
+    """--task from-corpus-multihop: a query over 2-3 related passages, each kept as a positive
+    through filter and mine, none of them mined as a negative of its own query."""
+    out = tmp_path / "hops"
+
+    def hop(body):  # the scripted model joins words of every passage it is shown
+        prompt = body["messages"][-1]["content"]
+        parts = re.findall(r"Passage \d+:\n(.*?)\n", prompt)
+        return {"query": "how do " + " and ".join(" ".join(p.split()[1:4]).lower() for p in parts) + " relate"}
+
+    with fake_llm_server(responder=hop) as srv:
+        proc = run_curate("pipeline", "data/demo", "--out", str(out), "-n", "6", "--no-plots", "--task",
+                          "from-corpus-multihop", "--base-url",
+                          srv.base_url, "--model", "fake", env=_env(first["tmp"]), timeout=900, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    generated = read_jsonl(out / "generate" / "generated.jsonl")
+    assert len(generated) == 6 and all(2 <= len(r["meta"]["bundle"]) <= 3 for r in generated)
+    mined = read_jsonl(out / "mine" / "mined.jsonl")
+    assert mined and all(len(r["positives"]) == len(r["meta"]["bundle"]) - 1 for r in mined)
+    for r in mined:
+        assert {n["doc_id"] for n in r["negatives"]}.isdisjoint(r["meta"]["bundle"])
+    assert json.loads((out / "pipeline.json").read_text())["export"]["rows"] > 0
+
+
 def test_a_single_file_is_documents_too(first, tmp_path):
     doc = tmp_path / "notes.md"
     doc.write_text("\n\n".join((REPO / "data" / "demo" / name).read_text(encoding="utf-8").split("\n", 1)[1]
@@ -290,10 +314,13 @@ def _folder(tmp: Path, name: str, files: dict[str, str]) -> Path:
     (lambda tmp: _folder(tmp, "blank", {"a.md": " \n"}), "run", ["blank", "no readable documents"]),
     (lambda tmp: _folder(tmp, "notes", {"a.md": "# Tides\n\nThe Moon pulls the sea."}), "notes/run",
      ["lies inside DOCS"]),
+    (lambda tmp: _folder(tmp, "docs", {"a.md": "# Tides\n\nThe Moon pulls the sea."}), "run --task sts",
+     ["--from-corpus", "sts"]),
 ])
 def test_bad_input_is_one_line_before_anything_starts(tmp_path, docs, out, needles):
+    out, *extra = out.split()
     proc = run_curate("pipeline", str(docs(tmp_path)), "--out", str(tmp_path / out), "--base-url", OFFLINE,
-                      "--model", "m", env=_env(tmp_path))
+                      "--model", "m", *extra, env=_env(tmp_path))
     assert proc.returncode == 2
     assert_one_line_error(proc, *needles)
     assert not (tmp_path / out).exists(), "no run folder made"

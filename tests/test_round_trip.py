@@ -71,9 +71,12 @@ def world(tmp_path_factory):
     col = {t: i for i, t in enumerate(corpus)}
     D = teacher.encode_docs(corpus)
 
-    def rank_of(query: str, doc: str) -> int:
+    def rank_of(query: str, doc: str, own: tuple[str, ...] = ()) -> int:
+        """1 + the corpus documents scoring above ``doc``, the record's ``own`` other positives aside."""
         row = D @ teacher.encode_queries([query])[0]
-        return int((row > row[col[doc]]).sum()) + 1
+        above = row > row[col[doc]]
+        above[[col[o] for o in own]] = False
+        return int(above.sum()) + 1
 
     records = []
     for q in picked[:N_SINGLE]:
@@ -91,7 +94,8 @@ def world(tmp_path_factory):
 
     w = World()
     w.tmp, w.teacher, w.corpus, w.records, w.doc_ids = tmp, teacher, corpus, records, doc_ids
-    w.rank = {r.id: rank_of(r.query, r.positive) for r in records}
+    w.raw_rank = {r.id: rank_of(r.query, r.positive) for r in records}
+    w.rank = {r.id: rank_of(r.query, r.positive, tuple(p.text for p in r.positives)) for r in records}
     w.best = {r.id: min(rank_of(r.query, p.text) for p in r.all_positives()) for r in records}
     return w
 
@@ -119,7 +123,7 @@ def test_keeps_exactly_the_records_whose_positive_ranks_within_top_k(world, top_
         assert rej.numbers["rank"] == world.rank[rid] > k
         assert rej.numbers["top_k"] == k and rej.numbers["pool"] == len(world.corpus)
     for rec in kept:
-        assert rec.teacher.positive_rank == world.rank[rec.id] <= k
+        assert rec.teacher.positive_rank == world.raw_rank[rec.id] and world.rank[rec.id] <= k
 
     notes = ctx.notes["round_trip"]
     ranks = list(world.rank.values())
@@ -142,13 +146,16 @@ def test_unrelated_query_is_dropped_as_round_trip(world):
     assert rej.reason == "round-trip" and rej.numbers["rank"] == world.rank[PLANTED] > 10
 
 
-def test_own_positive_decides_a_multi_positive_record(world):
-    """The further positive outranks the record's own one by construction; only the own one counts."""
+def test_own_positive_decides_and_own_further_positives_do_not_push_it_down(world):
+    """The further positive outranks the record's own one by construction: the own one decides,
+    ranked among the documents that are not the record's positives (a multi-hop query whose
+    other bundle passages come first found what it was written for)."""
     multi = [r for r in world.records if r.positives]
-    assert all(world.rank[r.id] > world.best[r.id] for r in multi)
-    k = RoundTripParams().top_k
-    kept, ctx = run_step(world, records=multi)
+    assert all(world.raw_rank[r.id] == world.rank[r.id] + 1 > world.best[r.id] for r in multi)
+    k = 1  # the raw rank is at least 2 for every one of them: the old rule would drop them all
+    kept, ctx = run_step(world, {"top_k": k}, records=multi)
     assert {r.id for r in kept} == {r.id for r in multi if world.rank[r.id] <= k}
+    assert kept, "some own positive is first once its sibling positive is set aside"
     for rej in ctx.rejections:
         assert rej.numbers["rank"] == world.rank[rej.id]
 
@@ -161,7 +168,7 @@ def test_records_scored_against_another_pool_are_ranked_again(world):
     kept, ctx = run_step(world, records=recs)
     k = RoundTripParams().top_k
     assert {r.id for r in kept} == {rid for rid, r in world.rank.items() if r <= k}
-    assert all(r.teacher.positive_rank == world.rank[r.id] and r.teacher.pool == len(world.corpus) for r in kept)
+    assert all(r.teacher.positive_rank == world.raw_rank[r.id] and r.teacher.pool == len(world.corpus) for r in kept)
     assert all(rej.numbers["rank"] == world.rank[rej.id] for rej in ctx.rejections)
 
 

@@ -8,9 +8,9 @@ ranking ``teacher_scores`` already does exactly and caches -- and a record whose
 ranks below ``top_k`` is dropped as ``round-trip`` with its rank, ``top_k`` and the pool size.
 Without the documents there is nothing to search, so an empty corpus is an error.
 
-The record's own ``positive`` is the passage that decides. Further positives
-(``rec.positives``) are ordinary documents of the pool: if they outrank the source passage,
-they push it down like any other document.
+The record's own ``positive`` is the passage that decides. Its rank counts only documents
+outside the record's own positives: a multi-hop query (``from-corpus-multihop``) whose bundle
+passages outrank its seed passage found what it was written for, and is kept.
 
 Ranks are only comparable across one pool, so a record that arrives scored by this teacher
 against another pool (an earlier run without the corpus, say) is scored again here.
@@ -67,13 +67,14 @@ def round_trip(records, params, ctx):
     ensure_teacher_scores(records, ctx, depth=p.depth)
 
     corpus = set(ctx.corpus)
+    above = _own_positives_above(records, ctx)
     kept, ranks = [], []
-    for rec in records:
+    for i, rec in enumerate(records):
         t = rec.teacher
-        ranks.append(t.positive_rank)
-        if t.positive_rank > p.top_k:
-            ctx.reject(rec, "round-trip", {"rank": t.positive_rank, "top_k": p.top_k, "pool": t.pool,
-                                           "score": t.positive})
+        rank = t.positive_rank - above.get(i, 0)
+        ranks.append(rank)
+        if rank > p.top_k:
+            ctx.reject(rec, "round-trip", {"rank": rank, "top_k": p.top_k, "pool": t.pool, "score": t.positive})
         else:
             kept.append(rec)
     ctx.note(top_k=p.top_k, pool=len(pool), records_in=len(records), records_kept=len(kept),
@@ -81,3 +82,18 @@ def round_trip(records, params, ctx):
              **rank_counts(ranks), median_rank=statistics.median(ranks) if ranks else None,
              positives_not_in_corpus=sum(rec.positive not in corpus for rec in records))
     return kept
+
+
+def _own_positives_above(records, ctx) -> dict[int, int]:
+    """Per record with further positives (by index): how many of them the teacher scores above
+    its positive, to be taken off its rank."""
+    multi = [i for i, rec in enumerate(records) if rec.positives]
+    if not multi:
+        return {}
+    teacher = ctx.teacher
+    queries = teacher.encode([records[i].query for i in multi], teacher.query_prompt)
+    out = {}
+    for row, i in enumerate(multi):
+        docs = teacher.encode([p.text for p in records[i].positives], teacher.doc_prompt)
+        out[i] = int(((docs @ queries[row]) > records[i].teacher.positive).sum())
+    return out

@@ -25,7 +25,7 @@ from curate.core.jsonl import JsonlAppender, atomic_write_jsonl, read_jsonl, tri
 from curate.llm.client import LLMClient, derive_seed
 from curate.llm.task import LLMTask, Result
 from curate.progress import RunStats
-from curate.core.records import Negative, Record, Task, stable_id
+from curate.core.records import Negative, Positive, Record, Task, stable_id
 from curate.taskspec import TaskSpec
 
 
@@ -124,6 +124,7 @@ def answer_to_record(spec: TaskSpec, item: Item, example: Example, meta: dict[st
         query=given["query"] if "query" in given else example.query,
         positive=given["positive"] if "positive" in given else example.positive,
         positive_id=given.get("positive_id"),  # the corpus id of a given positive (--from-corpus)
+        positives=[Positive.from_dict(d, "given positive") for d in given.get("positives", [])],  # a bundle's
         negatives=example.negatives,
         positive_score=example.positive_score,
         positive_answerable=example.positive_answerable,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -57,19 +58,37 @@ def passage_task(passage: Passage, tasks: Sequence[Task]) -> Task:
     return tasks[int(stable_id(passage.id), 16) % len(tasks)]
 
 
-def corpus_items(spec: TaskSpec, passages: Sequence[Passage], tasks: Sequence[Task], seed: int,
+def corpus_items(spec: TaskSpec, docs: Documents, n: int | None, tasks: Sequence[Task], seed: int,
                  stats: RunStats, overrides: dict[str, Any] | None = None,
                  max_chars: int | None = None) -> list[Item]:
-    """The items ``generate`` runs for ``--from-corpus``: one per passage, its text as the positive."""
+    """The items ``generate`` runs for ``--from-corpus``: one per sampled passage, its text as the
+    positive. With the spec's ``bundle`` each item also brings the passage's nearest neighbours
+    (``curate.generate.bundles``): the template gets all of them as ``passages`` and the record
+    keeps the others as further positives."""
     check_spec(spec)
     pinned = pinned_parts(overrides, max_chars)
+    passages = sample_passages(docs, n, seed)
+    bundles = {}
+    if spec.bundle:
+        from curate.generate.bundles import passage_bundles
+
+        bundles = passage_bundles(docs.passages, passages, spec.bundle, seed)
     items = []
     for p in passages:
         text = passage_text(p)
         meta = {"passage": {"id": p.id, "doc_id": p.doc_id, "source": p.source, "k": p.k}}
-        items.append(make_item(spec, passage_task(p, tasks), ("passage", p.id, text), seed, pinned,
-                               given={"positive": text, "positive_id": p.id}, meta=meta))
+        given = {"positive": text, "positive_id": p.id}
+        key: tuple = ("passage", p.id, text)
+        if spec.bundle:
+            others = bundles[p.id][1:]
+            given["positives"] = [{"text": passage_text(o), "doc_id": o.id} for o in others]
+            given["passages"] = [text, *(passage_text(o) for o in others)]
+            meta["bundle"] = [p.id, *(o.id for o in others)]
+            key += tuple(o.id for o in others)
+        items.append(make_item(spec, passage_task(p, tasks), key, seed, pinned, given=given, meta=meta))
     stats.extra["passages_sampled"] = len(items)
+    if spec.bundle:
+        stats.extra["bundle_sizes"] = dict(sorted(Counter(len(b) for b in bundles.values()).items()))
     return items
 
 

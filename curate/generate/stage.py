@@ -121,8 +121,8 @@ def generate_stage(opts: GenerateOptions) -> dict[str, Any]:
             else:
                 docs.write_corpus(out / from_corpus.CORPUS)  # the corpus filter --corpus and mine --corpus take
                 stats.extra["passages"] = len(docs.passages)
-                passages = from_corpus.sample_passages(docs, opts.n, opts.seed)
-                items = from_corpus.corpus_items(spec, passages, tasks, opts.seed, stats, opts.pins, opts.max_chars)
+                items = from_corpus.corpus_items(spec, docs, opts.n, tasks, opts.seed, stats, opts.pins,
+                                                 opts.max_chars)
             await generate(spec, [], len(items), client, out, opts.seed, stats, opts.pins, opts.prompts_dirs,
                            opts.retry_failed, progress, opts.max_chars, items=items)
             return
