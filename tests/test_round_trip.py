@@ -139,6 +139,18 @@ def test_keeps_exactly_the_records_whose_positive_ranks_within_top_k(world, top_
     assert notes["pool"] == len(world.corpus) and notes["positives_not_in_corpus"] == 0
 
 
+def test_top_share_cuts_at_a_share_of_the_pool(world):
+    """top_share 0.05 of the 300-document pool: the top 15; never fewer than top_k."""
+    for params, k in (({"top_share": 0.05}, 15), ({"top_share": 0.001, "top_k": 2}, 2)):
+        kept, ctx = run_step(world, params)
+        assert {r.id for r in kept} == {rid for rid, r in world.rank.items() if r <= k}
+        assert all(rej.numbers["top_k"] == k for rej in ctx.rejections)
+        assert ctx.notes["round_trip"]["top_k"] == k and ctx.notes["round_trip"]["top_share"] == params["top_share"]
+    assert len(run_step(world, {"top_share": 0.05})[0]) > len(run_step(world, {})[0])
+    with pytest.raises(CurateError, match="top_share"):
+        run_step(world, {"top_share": 1.5})
+
+
 def test_unrelated_query_is_dropped_as_round_trip(world):
     kept, ctx = run_step(world)
     assert PLANTED not in {r.id for r in kept}

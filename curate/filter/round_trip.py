@@ -23,6 +23,7 @@ passages and the corpus were cut differently).
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 
@@ -46,6 +47,11 @@ class RoundTripParams(TeacherDepth):
     through and still drops a query that drifted off its passage (README, "Filter")."""
 
     top_k: int = field(default=3, metadata={"min": 1})
+    # A share of the pool instead of a count: the source passage must rank in the best
+    # ``top_share`` of the documents (never fewer than ``top_k``). A cut by chance, not by count:
+    # an unrelated query lands its passage in the top 1% one time in a hundred whatever the
+    # corpus size, while a hard query that finds its passage well above chance stays.
+    top_share: float | None = field(default=None, metadata={"min": 0.0, "max": 1.0, "min_open": True})
 
 
 def rank_counts(ranks: list[int]) -> dict[str, int]:
@@ -67,17 +73,19 @@ def round_trip(records, params, ctx):
     ensure_teacher_scores(records, ctx, depth=p.depth)
 
     corpus = set(ctx.corpus)
+    top_k = max(p.top_k, math.ceil(p.top_share * len(pool))) if p.top_share else p.top_k
     above = _own_positives_above(records, ctx)
     kept, ranks = [], []
     for i, rec in enumerate(records):
         t = rec.teacher
         rank = t.positive_rank - above.get(i, 0)
         ranks.append(rank)
-        if rank > p.top_k:
-            ctx.reject(rec, "round-trip", {"rank": rank, "top_k": p.top_k, "pool": t.pool, "score": t.positive})
+        if rank > top_k:
+            ctx.reject(rec, "round-trip", {"rank": rank, "top_k": top_k, "pool": t.pool, "score": t.positive})
         else:
             kept.append(rec)
-    ctx.note(top_k=p.top_k, pool=len(pool), records_in=len(records), records_kept=len(kept),
+    ctx.note(top_k=top_k, **({"top_share": p.top_share} if p.top_share else {}), pool=len(pool),
+             records_in=len(records), records_kept=len(kept),
              kept_share=round(len(kept) / len(records), 4) if records else None,
              **rank_counts(ranks), median_rank=statistics.median(ranks) if ranks else None,
              positives_not_in_corpus=sum(rec.positive not in corpus for rec in records))
