@@ -220,6 +220,29 @@ def test_arm_data_is_keyed_by_resolved_options(tiny, monkeypatch):
     assert exports[0] == exports[1] != exports[2]
 
 
+def test_filtered_sets_are_keyed_by_what_the_recipe_does(tmp_path):
+    """Two files with the same steps share a set; a parameter edited in place makes a new one."""
+    from curate.ablate import arms
+    from curate.ablate.grid import Arm
+
+    grid = load_grid(Path(__file__).resolve().parents[1] / "bench" / "grids" / "nfcorpus.yaml")
+    one, two = tmp_path / "one.yaml", tmp_path / "two.yaml"
+    for f in (one, two):
+        f.write_text("# a comment\nsteps:\n  - heuristics: {}\n  - teacher_rank: {positive_top: 10}\n")
+
+    def folder(path):
+        return arms._records(grid, Arm("x", filter=str(path)), tmp_path / "q.tsv", tmp_path / "work")[1]
+
+    from curate.ablate.main import resolved
+
+    before, key = folder(one), resolved(Arm("x", filter=str(one)))
+    assert before == folder(two), "the same steps, another name: the same set"
+    assert key == resolved(Arm("y", filter=str(two))), "and the same results"
+    one.write_text("steps:\n  - heuristics: {}\n  - teacher_rank: {positive_top: 3}\n")
+    assert folder(one) != before and folder(two) == before
+    assert resolved(Arm("x", filter=str(one))) != key, "an edited recipe's results are not reused"
+
+
 def test_results_made_before_an_option_existed_are_refiled(tmp_path):
     import json
 

@@ -70,6 +70,15 @@ def _mined_folder(grid: Grid, arm: Arm, qrels: Path | None, work: Path) -> Path:
     return work / "mined" / digest({"data": grid.data, "qrels": qrels.name, "mine": resolved})
 
 
+def recipe_key(name: str) -> dict[str, Any]:
+    """A filter recipe by what it does (steps, parameters, teacher), not its name or path: a recipe
+    edited in place or a changed shipped default makes a new set, a moved checkout keeps its sets."""
+    from curate.filter.recipe import load_recipe
+
+    recipe = load_recipe(name)
+    return {"steps": [[s.name, s.params] for s in recipe.steps], "teacher": recipe.teacher}
+
+
 def _records(grid: Grid, arm: Arm, qrels: Path | None, work: Path) -> tuple[Path, Path | None]:
     """Where the arm's mined records are, and its filtered ones (when it has a recipe)."""
     if arm.generate is not None:
@@ -77,7 +86,7 @@ def _records(grid: Grid, arm: Arm, qrels: Path | None, work: Path) -> tuple[Path
     mined = _mined_folder(grid, arm, qrels, work)
     if arm.filter is None:
         return mined, None
-    return mined, work / "filtered" / digest({"mined": mined.name, "recipe": arm.filter})
+    return mined, work / "filtered" / digest({"mined": mined.name, **recipe_key(arm.filter)})
 
 
 def mined_set(grid: Grid, arm: Arm, qrels: Path | None, work: Path) -> Path:
@@ -110,7 +119,7 @@ def _corpus_folders(grid: Grid, arm: Arm, work: Path) -> tuple[Path, Path | None
 
     generated = work / "generated" / digest({"data": grid.data, "generate": arm.generate})
     filtered = None if arm.filter is None else work / "filtered" / digest({"generated": generated.name,
-                                                                           "recipe": arm.filter})
+                                                                           **recipe_key(arm.filter)})
     mine = {k: v for k, v in asdict(MineOptions(out="", **arm.mine)).items() if k != "out"}
     mined = work / "mined" / digest({"records": (filtered or generated).name, "mine": mine})
     return generated, filtered, mined

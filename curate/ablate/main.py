@@ -149,7 +149,8 @@ def resolved(arm: Arm) -> dict[str, Any]:
     mine = {k: v for k, v in asdict(MineOptions(out="", **arm.mine)).items() if k not in skip}
     export = {k: v for k, v in asdict(ExportOptions(inputs=(), out="", **arm.export)).items() if k not in skip}
     source = {} if arm.generate is None else {"generate": arm.generate}  # from the corpus, not the split's queries
-    return {"kind": "curate", **source, "mine": mine, "filter": arm.filter, "export": export}
+    recipe = None if arm.filter is None else data.recipe_key(arm.filter)  # what it does, not its name
+    return {"kind": "curate", **source, "mine": mine, "filter": recipe, "export": export}
 
 
 def _with_new_defaults(old: Any, defaults: Any) -> Any:
