@@ -151,5 +151,6 @@ def test_filter_the_bundled_model_output(six_families, tmp_path):
     assert [r["id"] for r in ranked] == [r["id"] for r in records]
     for r in ranked:
         t = r["teacher"]
-        assert t["model"].endswith("all-MiniLM-L6-v2") and -1.0 <= t["positive"] <= 1.0
+        # a cosine of float32 unit vectors (a query the model copied from its positive scores 1 + 1e-7)
+        assert t["model"].endswith("all-MiniLM-L6-v2") and -1.0 - 1e-5 <= t["positive"] <= 1.0 + 1e-5
         assert t["positive_rank"] >= 1 and len(t["negative_ranks"]) == len(r["negatives"])
