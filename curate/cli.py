@@ -354,7 +354,8 @@ def mine(**kw) -> None:
 @click.option("--recipe", default="from-corpus", show_default=True,
               help="Filter recipe: a shipped name or a recipe YAML file.")
 @click.option("--relabel/--no-relabel", default=False, show_default=True,
-              help="Have an LLM judge relabel the mined negatives before export (not yet measured; off).")
+              help="Have an LLM judge relabel the mined negatives before export (off: the bundled model "
+                   "is too weak a judge; use a real one behind --base-url).")
 @click.option("--teacher", default=None,
               help="Teacher embedding model for filter and mine  [default: the recipe's, else the bundled "
                    "all-MiniLM-L6-v2].")

@@ -60,14 +60,17 @@ def _shown(labels: dict[str, int], n: int | None) -> dict[str, int]:
     return {d: labels[d] for d in ranked[:n]}
 
 
-def _mined_folder(grid: Grid, arm: Arm, qrels: Path | None, work: Path) -> Path:
+def _mine_key(arm: Arm) -> dict[str, Any]:
+    """The arm's mine options with defaults filled in: a change of curate's defaults makes a new set."""
     from dataclasses import asdict
 
     from curate.mine.main import MineOptions
 
-    # keyed by the options with defaults filled in: a change of curate's defaults makes a new set
-    resolved = {k: v for k, v in asdict(MineOptions(out="", **arm.mine)).items() if k != "out"}
-    return work / "mined" / digest({"data": grid.data, "qrels": qrels.name, "mine": resolved})
+    return {k: v for k, v in asdict(MineOptions(out="", **arm.mine)).items() if k != "out"}
+
+
+def _mined_folder(grid: Grid, arm: Arm, qrels: Path | None, work: Path) -> Path:
+    return work / "mined" / digest({"data": grid.data, "qrels": qrels.name, "mine": _mine_key(arm)})
 
 
 def recipe_key(name: str) -> dict[str, Any]:
@@ -113,15 +116,10 @@ def mined_set(grid: Grid, arm: Arm, qrels: Path | None, work: Path) -> Path:
 
 def _corpus_folders(grid: Grid, arm: Arm, work: Path) -> tuple[Path, Path | None, Path]:
     """Where a corpus arm's generated, filtered and mined records go, each named by what made it."""
-    from dataclasses import asdict
-
-    from curate.mine.main import MineOptions
-
     generated = work / "generated" / digest({"data": grid.data, "generate": arm.generate})
     filtered = None if arm.filter is None else work / "filtered" / digest({"generated": generated.name,
                                                                            **recipe_key(arm.filter)})
-    mine = {k: v for k, v in asdict(MineOptions(out="", **arm.mine)).items() if k != "out"}
-    mined = work / "mined" / digest({"records": (filtered or generated).name, "mine": mine})
+    mined = work / "mined" / digest({"records": (filtered or generated).name, "mine": _mine_key(arm)})
     return generated, filtered, mined
 
 

@@ -205,21 +205,7 @@ def relabel_record(rec: Record, decisions: Sequence[Decision]) -> Record:
         left = [n.teacher_score for n in out.negatives]
         t.margin = (margin_of(t.positive, left) if t.positive is not None and all(s is not None for s in left)
                     else None)
-    _realign(out, keep, n_before)
     return out
-
-
-def _realign(rec: Record, keep: list[int], n_before: int) -> None:
-    """Other per-negative lists that lined up with the negatives follow the ones kept."""
-    mine = rec.meta.get("mine")
-    if isinstance(mine, dict):
-        mine = rec.meta["mine"] = dict(mine)
-        for key in MINE_ALIGNED:
-            if isinstance(mine.get(key), list) and len(mine[key]) == n_before:
-                mine[key] = [mine[key][i] for i in keep]
-    judged = (rec.scores.get("judges") or {}).get("answerable") if isinstance(rec.scores, dict) else None
-    if isinstance(judged, dict) and isinstance(judged.get("negatives"), list) and len(judged["negatives"]) == n_before:
-        judged["negatives"] = [judged["negatives"][i] for i in keep]
 
 
 async def _decide(ctx: FilterContext, records: list[Record], todo: dict[int, list[int]], judges: list[Judge],

@@ -100,8 +100,10 @@ def _own_positives_above(records, ctx) -> dict[int, int]:
         return {}
     teacher = ctx.teacher
     queries = teacher.encode([records[i].query for i in multi], teacher.query_prompt)
-    out = {}
+    docs = teacher.encode([p.text for i in multi for p in records[i].positives], teacher.doc_prompt)
+    out, start = {}, 0
     for row, i in enumerate(multi):
-        docs = teacher.encode([p.text for p in records[i].positives], teacher.doc_prompt)
-        out[i] = int(((docs @ queries[row]) > records[i].teacher.positive).sum())
+        end = start + len(records[i].positives)
+        out[i] = int(((docs[start:end] @ queries[row]) > records[i].teacher.positive).sum())
+        start = end
     return out

@@ -57,12 +57,27 @@ def margin_of(positive: float, neg_scores: Sequence[float]) -> float | None:
     return float(positive - max(neg_scores)) if len(neg_scores) else None
 
 
+# per-negative lists ``curate mine`` writes into ``meta["mine"]``, in the order of the negatives
+MINE_ALIGNED = ("ranks", "doc_ids", "teachers")
+
+
 def select_negatives(rec: Record, keep: Sequence[int]) -> None:
-    """Keep the negatives at indices ``keep`` (in that order); realign the teacher numbers."""
+    """Keep the negatives at indices ``keep`` (in that order); realign the teacher numbers and the
+    other per-negative lists (mine's ranks and ids, the answerable judge's verdicts)."""
     t = rec.teacher
     ranks = t.negative_ranks if t is not None else None
-    aligned = ranks is not None and len(ranks) == len(rec.negatives)
+    n_before = len(rec.negatives)
+    aligned = ranks is not None and len(ranks) == n_before
     rec.negatives = [rec.negatives[i] for i in keep]
+    mine = rec.meta.get("mine")
+    if isinstance(mine, dict):
+        mine = rec.meta["mine"] = dict(mine)
+        for key in MINE_ALIGNED:
+            if isinstance(mine.get(key), list) and len(mine[key]) == n_before:
+                mine[key] = [mine[key][i] for i in keep]
+    judged = (rec.scores.get("judges") or {}).get("answerable") if isinstance(rec.scores, dict) else None
+    if isinstance(judged, dict) and isinstance(judged.get("negatives"), list) and len(judged["negatives"]) == n_before:
+        judged["negatives"] = [judged["negatives"][i] for i in keep]
     if aligned:
         t.negative_ranks = [ranks[i] for i in keep]
         scores = [n.teacher_score for n in rec.negatives]
