@@ -71,18 +71,18 @@ def measure(records_path: Path, hidden: dict[str, set[str]]) -> dict:
     return out
 
 
-def oracle(grid, mined: Path, out: Path, hidden: dict[str, set[str]]) -> Path:
-    """``curate filter --recipe relabel`` on ``mined`` with a scripted judge that knows the labels."""
-    from curate.core.records import read_records
-    from curate.filter.main import FilterOptions, filter_main
-    from curate.llm.backend import LLMOptions
-    from tests.fake_llm_server import fake_llm_server
+def oracle_answer(grid, hidden: dict[str, set[str]]):
+    """A relabel verdict from the labels, for a scripted judge: the query and the candidate are
+    found by their text in the grid's data (the prompt holds the query and the candidate as
+    ``curate mine`` wrote them), and the candidate is relevant when it is one of the query's
+    held-back positives. A text it cannot place is ``unsure``."""
+    from curate.core.jsonl import read_jsonl
+    from curate.corpus import read_corpus
 
-    texts = {}  # (query text, candidate text) -> held back?
-    for rec in read_records(mined):
-        labels = hidden.get(str(rec.meta.get("query_id")), set())
-        for n in rec.negatives:
-            texts[(rec.query.strip(), n.text.strip())] = n.doc_id in labels
+    qid_of = {str(obj.get("text", "")).strip(): str(obj.get("_id")) for _, obj in read_jsonl(Path(grid.data) / "queries.jsonl")}
+    doc_of: dict[str, str] = {}
+    for doc_id, text in read_corpus(Path(grid.data) / "corpus.jsonl"):
+        doc_of.setdefault(text.strip(), doc_id)
     pattern = re.compile(r"Query:\n(.*?)\n\nA document labelled.*?Candidate document:\n(.*?)\n\nChoose one verdict",
                          re.S)
 
@@ -90,16 +90,41 @@ def oracle(grid, mined: Path, out: Path, hidden: dict[str, set[str]]) -> Path:
         m = pattern.search(body["messages"][-1]["content"])
         if not m:
             return None
-        relevant = texts.get((m.group(1).strip(), m.group(2).strip()))
-        return {"reason": "from the labels", "verdict": "unsure" if relevant is None
-                else "relevant" if relevant else "not_relevant"}
+        qid, doc = qid_of.get(m.group(1).strip()), doc_of.get(m.group(2).strip())
+        if qid is None or doc is None:
+            return {"reason": "not in the data", "verdict": "unsure"}
+        return {"reason": "from the labels",
+                "verdict": "relevant" if doc in hidden.get(qid, set()) else "not_relevant"}
+
+    return answer
+
+
+def oracle(grid, mined: Path, out: Path, hidden: dict[str, set[str]]) -> Path:
+    """``curate filter --recipe relabel`` on ``mined`` with a scripted judge that knows the labels."""
+    from curate.filter.main import FilterOptions, filter_main
+    from curate.llm.backend import LLMOptions
+    from tests.fake_llm_server import fake_llm_server
 
     if not (out / "filter_report.json").is_file():
-        with fake_llm_server(responder=answer) as srv:
+        with fake_llm_server(responder=oracle_answer(grid, hidden)) as srv:
             filter_main(FilterOptions(inp=str(mined), out=str(out), recipe="relabel",
                                       llm=LLMOptions(base_urls=(srv.base_url,), model="fake", max_retries=0)),
                         quiet=True)
     return out / "filtered.jsonl"
+
+
+def serve(grid, port: int) -> None:
+    """The scripted judge on a fixed port until interrupted, for the grid arms whose relabel recipe
+    names it (``bench/grids/recipes/relabel-oracle.yaml``): the upper bound of relabelling."""
+    from tests.fake_llm_server import FakeLLMServer
+
+    srv = FakeLLMServer(port=port, responder=oracle_answer(grid, held_back(grid))).start()
+    print(f"scripted relabel judge for {grid.data} on {srv.base_url}", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        srv.stop()
 
 
 def llm_sample(mined: Path, out: Path, queries: int) -> Path:
@@ -131,9 +156,14 @@ def main() -> None:
                     help="records the LLM judges (the first of the mined set; 0: the scripted judge only). "
                          "The bundled model judges about one candidate in 7 s on 2 idle cores.")
     ap.add_argument("--results", default=str(REPO / "bench/results/relabel.json"))
+    ap.add_argument("--serve", type=int, metavar="PORT",
+                    help="only serve the scripted judge of the grid's held-back labels on this port, "
+                         "for the grid's relabel-oracle arms")
     args = ap.parse_args()
 
     grid = load_grid(args.grid)
+    if args.serve:
+        return serve(grid, args.serve)
     work = Path(args.out) / f"grid-{data.digest(_budget_key(grid))}"
     qrels = data.training_qrels(grid, work)
     arm = next(a for a in grid.arms if a.name == args.arm)

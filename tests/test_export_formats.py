@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from pathlib import Path
 
@@ -101,8 +102,8 @@ def _load(path: Path, cache: Path):
     return load_dataset(str(path), cache_dir=str(cache))
 
 
-def test_registry_names_the_six_formats():
-    assert list(WRITERS) == ["hf", "sentence-transformers", "flagembedding", "tevatron", "nemo", "beir"]
+def test_registry_names_the_seven_formats():
+    assert list(WRITERS) == ["hf", "sentence-transformers", "flagembedding", "tevatron", "nemo", "nemo-automodel", "beir"]
 
 
 def test_hf_reads_back_every_field_in_order(export):
@@ -212,10 +213,10 @@ FLAG_SCHEMA = {
 def test_flagembedding_lines_per_split_and_task(export):
     rows, out = export["rows"], export["out"] / "flagembedding"
     assert sorted(str(p.relative_to(out)) for p in export["files"]["flagembedding"]) == [
-        "dev/short-long.jsonl", "train/short-long.jsonl", "train/sts.jsonl"]
+        "dev/short-long.jsonl", "short-long.jsonl", "sts.jsonl"]  # training files at the top
     for split, task_type in (("train", "short-long"), ("train", "sts"), ("dev", "short-long")):
         want = [r for r in _split(rows, split) if r.task_type == task_type]
-        lines = read_jsonl(out / split / f"{task_type}.jsonl")
+        lines = read_jsonl((out if split == "train" else out / split) / f"{task_type}.jsonl")
         for line in lines:
             jsonschema.validate(line, FLAG_SCHEMA)
         assert [x["query"] for x in lines] == [r.query for r in want]  # bare: FlagEmbedding adds the prompt
@@ -225,27 +226,59 @@ def test_flagembedding_lines_per_split_and_task(export):
             if r.negatives:
                 assert x["neg"] == [raw_document(r, t) for t in r.negatives]
         assert {x["type"] for x in lines} == {"symmetric_sts" if task_type == "sts" else "normal"}
-    sts = read_jsonl(out / "train" / "sts.jsonl")
+    sts = read_jsonl(out / "sts.jsonl")
     assert not any(x["pos"][0].startswith(TASK_B[1]) for x in sts)  # the prompt is not doubled
-    dev = read_jsonl(out / "dev" / "short-long.jsonl")
-    assert [(x["pos_scores"], x["neg_scores"]) for x in dev] == [
-        ([r.positive_score], r.negative_scores) for r in _split(rows, "dev")]
     # a row without scores (sts) or with borrowed negatives (short-long) keeps its file score-free
-    assert not any("pos_scores" in x for x in sts + read_jsonl(out / "train" / "short-long.jsonl"))
+    assert not any("pos_scores" in x for x in sts + read_jsonl(out / "short-long.jsonl"))
+
+
+def test_flagembedding_reads_the_folder_as_given_with_distillation_ready_scores(export):
+    """FlagEmbedding's own reading (tests/consumers.py): the export folder given as it is reads
+    exactly the training rows (dev/ is a sub-folder it skips); the query it encodes is prompt +
+    query; the teacher's targets (a softmax of the written scores, no temperature) are the
+    softmax of the teacher's cosines at the student's temperature, not a near-uniform spread."""
+    from tests.consumers import flagembedding_train_data
+
+    rows, out = export["rows"], export["out"] / "flagembedding"
+    seen = flagembedding_train_data([out])
+    want = _split(rows, "train")
+    assert sorted(r["query_text"] for r in seen) == sorted(r.instruction + r.query for r in want)
+    assert len(seen) == len(want) and not any(r["no_in_batch_neg"] for r in seen)
+    by_text = {r.instruction + r.query: r for r in want}
+    for r in seen:
+        own = by_text[r["query_text"]]
+        assert r["neg"] == [raw_document(own, t) for t in own.negatives] or not own.negatives
+        assert r["neg"] and r["pos"] == [raw_document(own, own.positive)]
+    dev = flagembedding_train_data([out / "dev"], knowledge_distillation=True)
+    want = _split(rows, "dev")
+    assert [r["query_text"] for r in dev] == [r.instruction + r.query for r in want]
+    for r, row in zip(dev, want):
+        cos = [row.positive_score, *row.negative_scores]
+        top = max(cos)
+        e = [math.exp((c - top) / 0.02) for c in cos]
+        assert r["teacher_target"] == pytest.approx([x / sum(e) for x in e], abs=1e-3)
+        raw = [math.exp(c - top) for c in cos]  # what raw cosines would give: nearly uniform
+        raw = [x / sum(raw) for x in raw]
+        assert max(r["teacher_target"]) - min(r["teacher_target"]) > 10 * (max(raw) - min(raw))
+    with pytest.raises(ValueError, match="pos_scores and neg_scores"):  # sts rows have none
+        flagembedding_train_data([out], knowledge_distillation=True)
 
 
 def test_flagembedding_classification_goes_without_in_batch_negatives(tmp_path):
+    from tests.consumers import flagembedding_train_data
+
     rows = [ExportRow(record_id=f"c{i}", split="train", task_type="classification", task="Classify the topic",
                       query=f"text {i}", query_text=f"Classify the topic: text {i}", positive="sports",
                       negatives=["politics", "science"], instruction="Classify the topic: ") for i in range(2)]
     [path] = WRITERS["flagembedding"](rows, tmp_path, {})
-    assert path == tmp_path / "train" / "classification-no_in_batch_neg.jsonl"  # FlagEmbedding's switch
+    assert path == tmp_path / "classification-no_in_batch_neg.jsonl"  # FlagEmbedding's switch, by file name
     assert [x["type"] for x in read_jsonl(path)] == ["symmetric_class"] * 2
+    assert all(r["no_in_batch_neg"] for r in flagembedding_train_data([path]))  # given on its own
 
 
 PASSAGE = {"type": "object", "required": ["docid", "title", "text"], "additionalProperties": False,
            "properties": {"docid": {"type": "string", "minLength": 1}, "title": {"type": "string"},
-                          "text": {"type": "string", "minLength": 1}}}
+                          "text": {"type": "string", "minLength": 1}, "score": {"type": "number"}}}
 TEVATRON_SCHEMA = {
     "type": "object", "required": ["query_id", "query", "positive_passages", "negative_passages"],
     "additionalProperties": False,
@@ -261,29 +294,81 @@ NEMO_SCHEMA = {
 }
 
 
-def test_tevatron_and_nemo_lines_match_their_schemas(export):
-    rows, out = export["rows"], export["out"]
+def test_tevatron_trains_on_every_row_with_scores_and_titles(export):
+    """Tevatron's TrainDataset and DistilTrainDataset reading (tests/consumers.py): each group is
+    the row's positive then its negatives (its own, borrowed when it has none) as the instruction-
+    bearing texts; every passage has a string title and, where every row has teacher scores
+    (dev), the teacher's cosine as ``score``; the train file (one row has none) has no score."""
+    from tests.consumers import tevatron_group, tevatron_rows
+
+    rows, out = export["rows"], export["out"] / "tevatron"
     for split in ("train", "dev"):
         want = _split(rows, split)
-        tev = read_jsonl(out / "tevatron" / f"{split}.jsonl")
-        nemo = read_jsonl(out / "nemo" / f"{split}.jsonl")
-        for t, n in zip(tev, nemo):
-            jsonschema.validate(t, TEVATRON_SCHEMA)
-            jsonschema.validate(n, NEMO_SCHEMA)
-        assert [t["query"] for t in tev] == [n["query"] for n in nemo] == [r.query_text for r in want]
-        assert [t["positive_passages"][0]["text"] for t in tev] == [n["pos_doc"] for n in nemo] == [
-            r.positive for r in want]
-        for t, n, r in zip(tev, nemo, want):
+        got = tevatron_rows(out / f"{split}.jsonl")
+        assert len(got) == len(want)
+        for line, r in zip(got, want):
+            jsonschema.validate(line, TEVATRON_SCHEMA)
+            query, texts, scores = tevatron_group(line, group_size=len(r.negatives) + 1 if r.negatives else 3,
+                                                  distil=split == "dev")
+            assert query == r.query_text and texts[0] == " " + r.positive  # an empty title and Tevatron's space
             if r.negatives:
-                assert [p["text"] for p in t["negative_passages"]] == n["neg_doc"] == r.negatives
+                assert sorted(texts[1:]) == sorted(" " + t for t in r.negatives)
+            else:
+                batch = {t for o in want if o.batch == r.batch for t in o.negatives}
+                assert {t[1:] for t in texts[1:]} <= batch  # borrowed from its batch
+            if split == "dev":
+                assert scores[0] == pytest.approx(r.positive_score)
+                assert sorted(scores[1:]) == pytest.approx(sorted(r.negative_scores))
+            assert line["query_id"] == r.meta["query_id"]
             if r.positive_id:
-                assert t["positive_passages"][0]["docid"] == r.positive_id
+                assert line["positive_passages"][0]["docid"] == r.positive_id
             if r.negative_ids:
-                assert [p["docid"] for p in t["negative_passages"]] == r.negative_ids
-            assert t["query_id"] == n["question_id"] == r.meta["query_id"]
-    empty = read_jsonl(out / "nemo" / "train.jsonl")[EMPTY]["neg_doc"]
+                assert [p["docid"] for p in line["negative_passages"]] == r.negative_ids
+    train = tevatron_rows(out / "train.jsonl")
+    with pytest.raises(ValueError, match="without a score"):
+        tevatron_group(train[NO_SCORES], distil=True)
+
+
+def test_nemo_is_what_custom_retrieval_data_module_reads(export):
+    """NeMo 2.x (tests/consumers.py): one JSON array a split, ``question`` as the query key,
+    ``pos_doc`` a list; after the module's rewrite and BertEmbeddingDataset, each example is the
+    query and documents with NeMo's own prefixes over the export's texts, 4 negatives a row."""
+    from tests.consumers import nemo_custom_retrieval
+
+    rows, out = export["rows"], export["out"] / "nemo"
+    assert sorted(p.name for p in export["files"]["nemo"]) == ["dev.json", "train.json"]
+    seen = nemo_custom_retrieval(out / "train.json", out / "dev.json")
+    for split, name in (("train", "training"), ("dev", "validation")):
+        want = _split(rows, split)
+        raw = json.loads((out / f"{split}.json").read_text(encoding="utf-8"))
+        assert [o["question_id"] for o in raw] == [r.meta["query_id"] for r in want]
+        assert len(seen[name]) == len(want)
+        for ex, r in zip(seen[name], want):
+            assert ex["query"] == "query: " + r.query_text.strip()
+            assert ex["pos_doc"] == "passage: " + r.positive.strip()
+            assert len(ex["neg_doc"]) == 4
+            if r.negatives:
+                assert set(ex["neg_doc"]) == {"passage: " + t.strip() for t in r.negatives}
+    empty = seen["training"][EMPTY]["neg_doc"]
     batch = [r for r in _split(rows, "train") if r.batch == rows[EMPTY].batch]
-    assert set(empty) <= {t for r in batch for t in r.negatives}
+    assert {t[len("passage: "):] for t in empty} <= {t.strip() for r in batch for t in r.negatives}
+
+
+def test_nemo_automodel_inline_reads_every_row(export):
+    from tests.consumers import automodel_inline
+
+    rows, out = export["rows"], export["out"] / "nemo-automodel"
+    for split in ("train", "dev"):
+        want = _split(rows, split)
+        lines = read_jsonl(out / f"{split}.jsonl")
+        for line in lines:
+            jsonschema.validate(line, NEMO_SCHEMA)
+        seen = automodel_inline(out / f"{split}.jsonl", n_passages=5)
+        assert [s["question_id"] for s in seen] == [r.meta["query_id"] for r in want]
+        for s, r in zip(seen, want):
+            assert s["question"] == r.query_text and s["doc_text"][0] == r.positive
+            if r.negatives:  # its own negatives, cycled in order to 4
+                assert s["doc_text"][1:] == [r.negatives[j % len(r.negatives)] for j in range(4)]
 
 
 def test_beir_reloads_with_qrels_on_the_right_texts(export):

@@ -163,6 +163,12 @@ def test_candidates_by_rank_else_by_position():
     no_teacher = mined(0, negs)
     no_teacher.teacher = None
     assert candidates(no_teacher, 3) == [0, 1, 2]
+    # per_record: the hardest of them by teacher rank (a record's negatives need not be in rank order),
+    # else by position; indices stay in record order
+    assert candidates(mined(0, negs, ranks=[7, 12, 3, 25]), 10, per_record=1) == [2]
+    assert candidates(mined(0, negs, ranks=[7, 12, 3, 5]), 10, per_record=2) == [2, 3]
+    assert candidates(mined(0, negs), 10, per_record=2) == [0, 1]
+    assert candidates(mined(0, negs, ranks=[3, 12, 7, 25]), 10, min_score=0.65, per_record=3) == [0]
 
 
 def test_template_renders_in_the_sandbox():
@@ -182,6 +188,7 @@ def test_template_renders_in_the_sandbox():
     ("{max_rank: 0}", "step 1: relabel: max_rank must be a whole number of at least 1, got 0"),
     ("{max_rank: x}", "step 1 (relabel): max_rank: expected a whole number or null, got 'x'"),
     ("{max_rank: null}", "relabel: max_rank must be a whole number of at least 1, got None"),
+    ("{per_record: 0}", "relabel: per_record must be a whole number of at least 1 or null, got 0"),
     ("{min_score: high}", "relabel: min_score must be a number or null, got 'high'"),
     ("{qrels: 5}", "relabel: qrels must be the path of a qrels file or null, got 5"),
     ("{cascade: [null]}", "relabel: cascade must be one judge config (a mapping) or null, got list"),

@@ -213,7 +213,7 @@ def test_a_run_over_an_output_it_declares_is_refused_before_the_work(tmp_path):
     assert (out / "filtered.jsonl").exists() and (out / "train.jsonl").exists()
 
 
-@pytest.mark.parametrize("fmt", ["flagembedding", "tevatron", "nemo", "all"])
+@pytest.mark.parametrize("fmt", ["flagembedding", "tevatron", "nemo", "nemo-automodel", "all"])
 def test_export_without_any_negative_refuses_the_formats_that_need_one(tmp_path, fmt):
     recs = _records(tmp_path / "recs.jsonl", negatives=0)
     out = tmp_path / "E"
@@ -240,8 +240,8 @@ def test_export_with_one_record_without_negatives_borrows_from_its_batch(tmp_pat
     out = tmp_path / "E"
     proc = run_curate(*_export_args(recs, out, "nemo"))
     assert proc.returncode == 0, proc.stderr
-    rows = [json.loads(x) for f in ("train.jsonl", "dev.jsonl") if (out / f).exists()
-            for x in (out / f).read_text(encoding="utf-8").splitlines()]
+    rows = [x for f in ("train.json", "dev.json") if (out / f).exists()
+            for x in json.loads((out / f).read_text(encoding="utf-8"))]
     assert rows and all(r["neg_doc"] for r in rows)
 
 

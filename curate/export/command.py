@@ -31,7 +31,7 @@ class _PerRow(click.ParamType):
 @click.option("--out", type=click.Path(file_okay=False), required=True,
               help="Export folder (replaced whole when it holds an earlier export).")
 @click.option("--format", "formats", multiple=True, default=("sentence-transformers",), show_default=True,
-              help="hf, sentence-transformers, flagembedding, tevatron, nemo, beir, or all "
+              help="hf, sentence-transformers, flagembedding, tevatron, nemo, nemo-automodel, beir, or all "
                    "(several: one subfolder each); repeatable.")
 @click.option("--curriculum", default="none", show_default=True,
               help="none (the record's hardest negatives on every row, see --negatives-per-row), ordered (the "

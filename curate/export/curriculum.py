@@ -30,6 +30,8 @@ every curriculum, with the same count per row as training rows.
 
 from __future__ import annotations
 
+import math
+
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -174,22 +176,37 @@ class RowNegatives:
 
 AGREEMENT_TOP = 10  # Linq's positive gate: the teacher ranks a trustworthy positive in its top 10
 AGREEMENT_SHARE = 0.5
+AGREEMENT_Z = 1.96  # a two-sided 95% interval around the measured share
+
+
+def wilson_interval(hits: int, n: int, z: float = AGREEMENT_Z) -> tuple[float, float]:
+    """The Wilson score interval of a share ``hits / n``: where the true share lies, given how many
+    records measured it (sound at small ``n`` and near 0 or 1, where the normal one is not)."""
+    p = hits / n
+    centre = p + z * z / (2 * n)
+    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return (centre - spread) / (1 + z * z / n), (centre + spread) / (1 + z * z / n)
 
 
 def auto_per_row(items: Sequence[Item]) -> tuple[int | None, dict]:
     """``--negatives-per-row auto``: every negative when the teacher agrees with the labels, one
-    when it does not.
+    when it does not, or when the records cannot tell.
 
     Where the teacher ranks most labelled positives in its top 10, the labels and the teacher
     agree, and the documents just below the positive-aware threshold are real negatives: more of
     them is more signal (SciFact). Where it mostly does not, the labels are sparse or noisy and the
     hardest "negatives" include relevant documents nobody labelled; each extra one repeats that
-    risk (NFCorpus). Records without a teacher rank (LLM-written) keep one, as Linq trained.
+    risk (NFCorpus). "Most" must hold beyond the sampling error of the share: every negative only
+    when the lower end of its 95% interval clears one half. A share that sits near the line (51% of
+    a few hundred queries) is noise, and one negative costs little where every one would have been
+    right, while every one costs more where one would have been. Records without a teacher rank
+    (LLM-written) keep one, as Linq trained.
     """
     ranks = [it.record.teacher.positive_rank for it in items
              if it.record.teacher is not None and it.record.teacher.positive_rank is not None]
-    share = sum(r <= AGREEMENT_TOP for r in ranks) / len(ranks) if ranks else None
-    chose = None if share is not None and share >= AGREEMENT_SHARE else 1
+    hits = sum(r <= AGREEMENT_TOP for r in ranks)
+    share, low = (hits / len(ranks), wilson_interval(hits, len(ranks))[0]) if ranks else (None, None)
+    chose = None if low is not None and low > AGREEMENT_SHARE else 1
     return chose, {"asked": "auto", "chose": "all" if chose is None else chose, "records_ranked": len(ranks),
                    f"positive_in_teacher_top_{AGREEMENT_TOP}": None if share is None else round(share, 4),
-                   "threshold": AGREEMENT_SHARE}
+                   "share_low_95": None if low is None else round(low, 4), "threshold": AGREEMENT_SHARE}

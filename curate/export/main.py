@@ -39,7 +39,7 @@ class ExportOptions:
     out: str
     formats: tuple[str, ...] = ("sentence-transformers",)
     curriculum: str = "none"
-    # "auto": every negative where the teacher agrees with the labels, else the hardest one
+    # "auto": every negative where the teacher agrees with the labels beyond noise, else the hardest one
     # (curriculum.auto_per_row; measured on SciFact and NFCorpus, README "Benchmarks"); N: the hardest N
     # (one of the phase's level under a level curriculum); None: every negative with none/ordered.
     negatives_per_row: int | str | None = "auto"
@@ -259,7 +259,8 @@ def _print_summary(report: dict[str, Any], out: Path) -> None:
     auto = report.get("negatives_per_row")
     if auto:
         share = auto[f"positive_in_teacher_top_{AGREEMENT_TOP}"]
-        why = (f"{share:.0%} of {auto['records_ranked']} labelled positives in the teacher's top {AGREEMENT_TOP}"
+        why = (f"{share:.0%} of {auto['records_ranked']} labelled positives in the teacher's top {AGREEMENT_TOP}, "
+               f"at least {auto['share_low_95']:.0%} at 95%; every one needs more than {auto['threshold']:.0%}"
                if share is not None else "no record has a teacher rank")
         console.print(f"  negatives a row: {auto['chose']} (auto: {why})")
     for f in report["filters"]:

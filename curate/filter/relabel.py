@@ -63,6 +63,7 @@ RELABEL_DEFAULTS: dict[str, Any] = {
     "template": "judge/relabel.j2",
     "max_rank": 10,  # candidates: negatives the teacher ranks at most this (else the first this many)
     "min_score": None,  # and, when set, whose teacher score is at least this
+    "per_record": None,  # and at most this many a record, the hardest first (None: all of them)
     "qrels": None,  # a BEIR qrels TSV, for the report's precision/recall of promotions only
     "cascade": None,  # one judge config asked about the candidates the first judges left unsure
 }
@@ -88,6 +89,9 @@ def relabel_params(params: dict[str, Any] | None) -> tuple[dict[str, Any], list[
     s = p["min_score"]
     if s is not None and (not isinstance(s, (int, float)) or isinstance(s, bool)):
         raise CurateError(f"{STEP}: min_score must be a number or null, got {s!r}")
+    n = p["per_record"]
+    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
+        raise CurateError(f"{STEP}: per_record must be a whole number of at least 1 or null, got {n!r}")
     q = p["qrels"]
     if q is not None and (not isinstance(q, str) or not q.strip()):
         raise CurateError(f"{STEP}: qrels must be the path of a qrels file or null, got {q!r}")
@@ -101,19 +105,21 @@ def relabel_params(params: dict[str, Any] | None) -> tuple[dict[str, Any], list[
     return p, judges, cascade
 
 
-def candidates(rec: Record, max_rank: int, min_score: float | None = None) -> list[int]:
+def candidates(rec: Record, max_rank: int, min_score: float | None = None, per_record: int | None = None) -> list[int]:
     """Indices of the negatives to judge: teacher rank at most ``max_rank`` (the first ``max_rank``
-    negatives when the record has no ranks that line up), score at least ``min_score`` if set."""
+    negatives when the record has no ranks that line up), score at least ``min_score`` if set, and
+    of those the ``per_record`` hardest: a judge's calls can go to just the negatives an export
+    keeps (the hardest one with ``--negatives-per-row 1``)."""
     t = rec.teacher
     ranks = t.negative_ranks if t is not None else None
     if ranks is not None and len(ranks) == len(rec.negatives):
-        picked = [i for i, r in enumerate(ranks) if r <= max_rank]
+        picked = sorted((i for i, r in enumerate(ranks) if r <= max_rank), key=lambda i: (ranks[i], i))
     else:
         picked = list(range(min(max_rank, len(rec.negatives))))
     if min_score is not None:
         picked = [i for i in picked
                   if rec.negatives[i].teacher_score is not None and rec.negatives[i].teacher_score >= min_score]
-    return picked
+    return sorted(picked[:per_record])
 
 
 def first_tier(judges: Sequence[Judge], verdicts: Sequence[Verdict], index: int) -> Decision:
@@ -277,7 +283,7 @@ async def relabel(records: list[Record], params: dict[str, Any], ctx: FilterCont
         from curate.datasets.beir import read_qrels
 
         qrels = read_qrels(Path(p["qrels"]))  # read before any request: a bad file stops the run at once
-    todo = {i: ks for i, rec in enumerate(records) if (ks := candidates(rec, p["max_rank"], p["min_score"]))}
+    todo = {i: ks for i, rec in enumerate(records) if (ks := candidates(rec, p["max_rank"], p["min_score"], p["per_record"]))}
     base = {"records_in": len(records), "records_judged": len(todo), "judges": [j.name for j in judges],
             "cascade": cascade.name if cascade is not None else None}
     if not todo:

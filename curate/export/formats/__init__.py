@@ -14,7 +14,7 @@ from pathlib import Path
 from curate.export.formats.beir import write_beir
 from curate.export.formats.flagembedding import write_flagembedding
 from curate.export.formats.hf import write_hf
-from curate.export.formats.nemo import write_nemo
+from curate.export.formats.nemo import write_nemo, write_nemo_automodel
 from curate.export.formats.st import write_st
 from curate.export.formats.tevatron import write_tevatron
 from curate.export.rows import ExportRow
@@ -36,5 +36,6 @@ WRITERS: dict[str, Writer] = {
     "flagembedding": write_flagembedding,
     "tevatron": write_tevatron,
     "nemo": write_nemo,
+    "nemo-automodel": write_nemo_automodel,
     "beir": write_beir,
 }

@@ -158,6 +158,19 @@ def _nearest_having(texts: list[list[str]], idxs: list[int]) -> dict[int, int]:
     return out
 
 
+def teacher_scores(row: ExportRow, negs: list[str]) -> tuple[float, list[float]] | None:
+    """The teacher's score of the row's positive and of each negative written (``negs``: the row's
+    own, as a format writes them), or None when any is unknown: borrowed negatives, a row no
+    teacher scored. Distillation
+    readers (FlagEmbedding, Tevatron) need a score on every passage of a file, so a writer keeps
+    scores only in files where every row has them all."""
+    neg_scores = list(row.negative_scores)
+    if (row.positive_score is None or len(neg_scores) != len(negs) or len(negs) != len(row.negatives)
+            or any(s is None for s in neg_scores)):
+        return None
+    return float(row.positive_score), [float(s) for s in neg_scores]
+
+
 class IdTable:
     """Ids for deduplicated texts: a given id when it is free, else a stable hash of the text.
 

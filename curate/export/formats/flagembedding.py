@@ -1,19 +1,28 @@
-"""``flagembedding``: JSONL for FlagEmbedding's embedder fine-tuning, one file per split and task.
+"""``flagembedding``: JSONL for FlagEmbedding's embedder fine-tuning, one file per task type.
 
 Matched against FlagEmbedding's ``abc/finetune/embedder/AbsDataset.py``: each line has
 ``query``, ``pos`` and ``neg`` (lists, ``neg`` never empty: it divides by its length),
 ``prompt`` and ``type``; ``pos_scores``/``neg_scores`` only for knowledge distillation.
 
+* Layout: ``--train_data`` reads a folder's ``.json``/``.jsonl`` files, not its sub-folders, so
+  the training files sit at the top (``<task_type>.jsonl``) and the folder is given as it is;
+  the dev split goes to ``dev/``, which training never reads.
 * FlagEmbedding puts ``prompt`` before the query itself (``--query_instruction_format '{}{}'``,
   applied when ``--query_instruction_for_retrieval`` is set, to anything, e.g. ""), so
-  ``query`` is the bare query and ``prompt`` the export's instruction.
+  ``query`` is the bare query and ``prompt`` the export's instruction (on every row, "" when
+  none: its same-dataset mode would otherwise prepend "None").
 * ``type``: ``symmetric_sts`` / ``symmetric_clustering`` make it put the prompt on the
   documents too, so symmetric rows carry bare documents; ``symmetric_class`` for
   classification; ``normal`` otherwise.
-* Its same-dataset batching (``--same_dataset_within_batch``) treats a file as a dataset and
-  wants one ``type`` per batch, hence ``<split>/<task_type>.jsonl``; classification and
-  clustering files end in ``-no_in_batch_neg`` (its switch for no in-batch negatives).
-* Scores are written only in files where every row has all of them (it rejects a null).
+* Classification and clustering files end in ``-no_in_batch_neg``, its switch for no in-batch
+  negatives. It reads the switch from a file's name only when the file is given on its own
+  (with ``--same_dataset_within_batch True``); given the folder, every file trains alike.
+* Scores are distillation-ready: FlagEmbedding turns a row's teacher scores into targets with a
+  softmax and no temperature, while the student's scores are its cosines divided by
+  ``--temperature`` (0.02 by default). Raw cosines would make nearly uniform targets, so the
+  teacher's cosines are written divided by the same ``SCORE_TEMPERATURE``, which puts teacher
+  and student on one scale. They are written only in files where every row has all of them (it
+  rejects a null).
 FlagEmbedding reshuffles its data each epoch: the export's order is not kept there.
 """
 
@@ -21,17 +30,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from curate.export.formats.common import fill_negatives, raw_document, safe_name, split_indices, require_negatives
-from curate.export.rows import ExportRow
 from curate.core.jsonl import atomic_write_jsonl
+from curate.export.formats.common import (fill_negatives, raw_document, require_negatives, safe_name,
+                                          split_indices, teacher_scores)
+from curate.export.rows import ExportRow
 
 NO_IN_BATCH = ("classification", "clustering")
+SCORE_TEMPERATURE = 0.02  # FlagEmbedding's default --temperature: scores are teacher cosine / this
+TRAIN = "train"  # the split whose files sit at the top of the folder
 
 
 def fe_type(row: ExportRow) -> str:
     if row.symmetric:
         return "symmetric_clustering" if row.task_type == "clustering" else "symmetric_sts"
     return "symmetric_class" if row.task_type == "classification" else "normal"
+
+
+def file_stem(task_type: str) -> str:
+    return safe_name(task_type) + ("-no_in_batch_neg" if task_type in NO_IN_BATCH else "")
 
 
 def write_flagembedding(rows: list[ExportRow], out_dir: Path, card: dict) -> list[Path]:
@@ -43,29 +59,22 @@ def write_flagembedding(rows: list[ExportRow], out_dir: Path, card: dict) -> lis
     for split, idx in split_indices(rows).items():
         files: dict[str, list[int]] = {}
         for i in idx:
-            stem = safe_name(rows[i].task_type) + ("-no_in_batch_neg" if rows[i].task_type in NO_IN_BATCH else "")
-            files.setdefault(stem, []).append(i)
+            files.setdefault(file_stem(rows[i].task_type), []).append(i)
+        folder = out_dir if split == TRAIN else out_dir / split
         for stem, members in files.items():
-            with_scores = all(_scores(rows[i], negs[i]) is not None for i in members)
-            path = out_dir / split / f"{stem}.jsonl"
-            atomic_write_jsonl(path, (_line(rows[i], negs[i], with_scores) for i in members))
+            scores = {i: teacher_scores(rows[i], negs[i]) for i in members}
+            keep = all(s is not None for s in scores.values())
+            path = folder / f"{stem}.jsonl"
+            atomic_write_jsonl(path, (_line(rows[i], negs[i], scores[i] if keep else None) for i in members))
             written.append(path)
     return written
 
 
-def _scores(row: ExportRow, negs: list[str]) -> tuple[list[float], list[float]] | None:
-    """The row's teacher scores when every text written has one (filled rows have none)."""
-    neg_scores = list(row.negative_scores)
-    if (row.positive_score is None or len(neg_scores) != len(negs) or len(negs) != len(row.negatives)
-            or any(s is None for s in neg_scores)):
-        return None
-    return [float(row.positive_score)], [float(s) for s in neg_scores]
-
-
-def _line(row: ExportRow, negs: list[str], with_scores: bool) -> dict:
+def _line(row: ExportRow, negs: list[str], scores: tuple[float, list[float]] | None) -> dict:
     line = {"query": row.query, "pos": [raw_document(row, row.positive)], "neg": negs}
-    if with_scores:
-        line["pos_scores"], line["neg_scores"] = _scores(row, negs)
+    if scores is not None:
+        line["pos_scores"] = [round(scores[0] / SCORE_TEMPERATURE, 4)]
+        line["neg_scores"] = [round(s / SCORE_TEMPERATURE, 4) for s in scores[1]]
     line["prompt"] = row.instruction
     line["type"] = fe_type(row)
     return line

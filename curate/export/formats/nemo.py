@@ -1,34 +1,58 @@
-"""``nemo``: NeMo retriever fine-tuning JSONL, ``train.jsonl`` and ``dev.jsonl``.
+"""``nemo`` and ``nemo-automodel``: the two NVIDIA retriever fine-tuning inputs.
 
-One line per row: ``{"question_id", "query", "pos_doc", "neg_doc"}`` with ``pos_doc`` a
-string and ``neg_doc`` a list of strings. Both NeMo readers take this shape:
-NeMo AutoModel's inline retrieval dataset (``retrieval_dataset_inline.py``: ``query`` or
-``question``, ``pos_doc``, ``neg_doc``, optional ``question_id``; it cycles short negative
-lists) and the NeMo framework's ``BertEmbeddingDataset`` (``query``/``pos_doc``/``neg_doc``
-JSONL; it adds its own "query: "/"passage: " prefixes). Both fail on an empty ``neg_doc``, so
-a row without negatives gets borrowed ones (``common.fill_negatives``). Texts carry the
-export's instructions, since NeMo has no per-row instruction field for inline data.
+``nemo``: what NeMo 2.x's ``CustomRetrievalDataModule`` reads, ``train.json`` and ``dev.json``,
+each one JSON array (it loads a whole file with ``json.load``) of ``{"question_id", "question",
+"pos_doc": [text], "neg_doc": [texts]}``. ``question`` is its default query key, and ``pos_doc``
+is a list as its own examples write it (a string there turns the negatives into a nested list).
+Give ``data_root=.../train.json`` and ``val_root=.../dev.json``; its ``BertEmbeddingDataset``
+adds "query: " and "passage: " itself, so the texts carry only the export's instructions.
+
+``nemo-automodel``: NeMo Automodel's inline retrieval data, ``train.jsonl`` and ``dev.jsonl``,
+one ``{"question_id", "query", "pos_doc", "neg_doc"}`` object a line (its loader routes a local
+file to the inline reader by the ``.jsonl`` suffix; ``pos_doc`` a string, ``neg_doc`` a list,
+which it cycles when short). Automodel adds no prefix to inline data unless its collator is
+told to.
+
+Both fail on an empty ``neg_doc``, so a row without negatives gets borrowed ones
+(``common.fill_negatives``). Texts carry the export's instructions: neither has a per-row
+instruction field for inline data.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from curate.export.formats.common import fill_negatives, id_tables, query_id, split_indices, require_negatives
+from curate.core.jsonl import atomic_write_jsonl, atomic_write_text
+from curate.export.formats.common import fill_negatives, id_tables, query_id, require_negatives, split_indices
 from curate.export.rows import ExportRow
-from curate.core.jsonl import atomic_write_jsonl
 
 
-def write_nemo(rows: list[ExportRow], out_dir: Path, card: dict) -> list[Path]:
-    require_negatives(rows, "nemo")
-    out_dir = Path(out_dir)
+def _lines(rows: list[ExportRow], fmt: str) -> dict[str, list[tuple[str, str, str, list[str]]]]:
+    """Per split: (question id, query, positive, negatives) of each row, in order."""
+    require_negatives(rows, fmt)
     _, queries = id_tables(rows)
     negs, _ = fill_negatives(rows, [list(r.negatives) for r in rows],
                              max((len(r.negatives) for r in rows), default=0), pad_short=False)
+    return {split: [(query_id(rows[i], queries), rows[i].query_text, rows[i].positive, negs[i]) for i in idx]
+            for split, idx in split_indices(rows).items()}
+
+
+def write_nemo(rows: list[ExportRow], out_dir: Path, card: dict) -> list[Path]:
     written = []
-    for split, idx in split_indices(rows).items():
-        path = out_dir / f"{split}.jsonl"
-        atomic_write_jsonl(path, ({"question_id": query_id(rows[i], queries), "query": rows[i].query_text,
-                                   "pos_doc": rows[i].positive, "neg_doc": negs[i]} for i in idx))
+    for split, lines in _lines(rows, "nemo").items():
+        path = Path(out_dir) / f"{split}.json"
+        atomic_write_text(path, json.dumps([{"question_id": q, "question": text, "pos_doc": [pos], "neg_doc": negs}
+                                            for q, text, pos, negs in lines], ensure_ascii=False) + "\n")
+        written.append(path)
+    return written
+
+
+def write_nemo_automodel(rows: list[ExportRow], out_dir: Path, card: dict) -> list[Path]:
+    written = []
+    for split, lines in _lines(rows, "nemo-automodel").items():
+        path = Path(out_dir) / f"{split}.jsonl"
+        atomic_write_jsonl(path, ({"question_id": q, "query": text, "pos_doc": pos, "neg_doc": negs}
+                                  for q, text, pos, negs in lines))
         written.append(path)
     return written

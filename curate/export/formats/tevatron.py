@@ -2,21 +2,25 @@
 
 Matched against Tevatron's ``retriever/dataset.py`` (the format with inline passages):
 ``query_id``, ``query``, ``positive_passages`` and ``negative_passages`` as lists of
-``{"docid", "title", "text"}``. Tevatron joins title and text with a space, so the title is
-left empty and the text is the whole document. It has one query prefix for the whole run,
-while an export can hold several tasks, so the texts carry their instructions already:
-train with ``--query_prefix ''`` and ``--passage_prefix ''``. A row without negatives gets
-borrowed ones (``common.fill_negatives``): Tevatron samples from the list and fails on an
-empty one. Tevatron's trainer shuffles; the file keeps the export's order.
+``{"docid", "title", "text"}``. Tevatron joins a passage's title and text with a space when
+the passage has a ``title`` key, so every passage has one (a file where some lack it fails
+there), empty with the whole document in ``text``. Passages carry the teacher's ``score`` (its
+cosine, the scale Tevatron's distillation divides by ``--distil_temperature`` on both sides)
+in a file where every passage has one; ``train_distil`` needs it on each. Tevatron has one query
+prefix for the whole run, while an export can hold several tasks, so the texts carry their
+instructions already: train with ``--query_prefix ''`` and ``--passage_prefix ''``. A row
+without negatives gets borrowed ones (``common.fill_negatives``): Tevatron samples from the
+list and fails on an empty one. Its trainer shuffles; the file keeps the export's order.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from curate.export.formats.common import doc_ids, fill_negatives, id_tables, query_id, raw_document, split_indices, require_negatives
-from curate.export.rows import ExportRow
 from curate.core.jsonl import atomic_write_jsonl
+from curate.export.formats.common import (doc_ids, fill_negatives, id_tables, query_id, raw_document,
+                                          require_negatives, split_indices, teacher_scores)
+from curate.export.rows import ExportRow
 
 
 def write_tevatron(rows: list[ExportRow], out_dir: Path, card: dict) -> list[Path]:
@@ -28,16 +32,19 @@ def write_tevatron(rows: list[ExportRow], out_dir: Path, card: dict) -> list[Pat
                              max((len(r.negatives) for r in rows), default=0), pad_short=False)
     written = []
     for split, idx in split_indices(rows).items():
+        scores = {i: teacher_scores(rows[i], negs[i]) for i in idx}
+        scored = all(s is not None for s in scores.values())
         lines = []
         for i in idx:
             row = rows[i]
             neg_ids = (ids[i][1] if negs[i] == list(row.negatives)
                        else [docs.assign(raw_document(row, t)) for t in negs[i]])  # borrowed ones
+            pos_score, neg_scores = scores[i] if scored else (None, [None] * len(negs[i]))
             lines.append({
                 "query_id": query_id(row, queries),
                 "query": row.query_text,
-                "positive_passages": [_passage(ids[i][0], row.positive)],
-                "negative_passages": [_passage(d, t) for d, t in zip(neg_ids, negs[i])],
+                "positive_passages": [_passage(ids[i][0], row.positive, pos_score)],
+                "negative_passages": [_passage(d, t, s) for d, t, s in zip(neg_ids, negs[i], neg_scores)],
             })
         path = out_dir / f"{split}.jsonl"
         atomic_write_jsonl(path, lines)
@@ -45,5 +52,8 @@ def write_tevatron(rows: list[ExportRow], out_dir: Path, card: dict) -> list[Pat
     return written
 
 
-def _passage(docid: str, text: str) -> dict:
-    return {"docid": docid, "title": "", "text": text}
+def _passage(docid: str, text: str, score: float | None) -> dict:
+    out = {"docid": docid, "title": "", "text": text}
+    if score is not None:
+        out["score"] = score
+    return out
