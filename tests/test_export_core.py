@@ -255,7 +255,7 @@ def test_ordered_keeps_every_negative_and_trains_easy_records_first(data):
     assert means == sorted(means, reverse=True) and means[0] > means[3] + 1  # clearly easy to hard
     for batch in _batches(rows):
         assert len({r.phase for r in batch}) == 1
-    assert report["parameters"]["negatives_per_row"] is None
+    assert report["parameters"]["negatives_per_row"] == "all"
     assert report["curriculum"]["arm"] == "ordered"
 
 
@@ -554,7 +554,7 @@ def test_negatives_per_row_auto_follows_the_teachers_agreement_with_the_labels(d
     ranked.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     rows, report = _export(data["tmp"], [ranked], f"auto-{case}", dev_fraction=0, batch_size=8)
     card = report["negatives_per_row"]
-    assert report["parameters"]["negatives_per_row"] == expect
+    assert report["parameters"]["negatives_per_row"] == ("all" if expect is None else expect)
     assert report["parameters"]["negatives_per_row_asked"] == "auto"
     assert card["records_ranked"] == len(records) and card["chose"] == ("all" if expect is None else 1)
     top = sum(r["teacher"]["positive_rank"] <= 10 for r in records) / len(records)
@@ -571,3 +571,65 @@ def test_negatives_per_row_auto_follows_the_teachers_agreement_with_the_labels(d
                                    instruction="none")
     assert gen_report["negatives_per_row"]["records_ranked"] == 0
     assert gen_rows and all(len(r.negatives) == 1 for r in gen_rows)
+
+
+HUB_KEYS = ("license", "language", "task_categories", "size_categories", "source_datasets")
+
+
+def _card(folder: Path):
+    from huggingface_hub import DatasetCard
+
+    return DatasetCard((folder / "README.md").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("inputs, license, want", [
+    (("mined",), None, "cc-by-sa-4.0"),  # a known BEIR collection: its Hub card's licence
+    (("gen", "mined"), None, "unknown"),  # generated records have none: the export says so
+    (("gen", "mined"), "cc-by-4.0", "cc-by-4.0"),
+])
+def test_the_card_passes_the_hubs_metadata_checks_with_no_local_path(data, tmp_path, inputs, license, want):
+    """The card's metadata is what the Hub indexes (checked offline as the Hub and ``datasets``
+    parse it, values from the Hub's own lists), and nothing in the card or the report names a
+    path of this machine: paths are relative to the export folder."""
+    from datasets.info import DatasetInfosDict
+    from datasets.utils.metadata import MetadataConfigs
+
+    from curate.export.formats.hub import HUB_LICENSES, SIZE_BUCKETS
+
+    out = tmp_path / "cli"
+    args = ["export", *(x for i in inputs for x in ("--in", str(data[i]))), "--format", "hf", "--out", str(out)]
+    proc = run_curate(*args, *(("--license", license) if license else ()))
+    assert proc.returncode == 0, proc.stderr
+    meta = _card(out).data.to_dict()
+    assert all(meta.get(k) for k in HUB_KEYS), meta
+    assert meta["license"] == want and meta["license"] in HUB_LICENSES
+    assert meta["language"] == ["en"] and meta["task_categories"] == ["sentence-similarity", "text-retrieval"]
+    assert meta["size_categories"] in ([name] for _, name in SIZE_BUCKETS)
+    assert meta["source_datasets"] == ["BeIR/scifact"]
+    MetadataConfigs.from_dataset_card_data(_card(out).data)  # configs and split names as datasets reads them
+    DatasetInfosDict.from_dataset_card_data(_card(out).data)
+    said = " ".join((proc.stdout + proc.stderr).split())
+    assert ("unknown for generated records; give --license" in said) == (want == "unknown")
+    if want == "unknown":
+        assert meta["license_missing_for"] == ["generated records"]
+    text = (out / "README.md").read_text(encoding="utf-8") + (out / "export_report.json").read_text(encoding="utf-8")
+    assert str(tmp_path) not in text and str(SCIFACT.resolve()) not in text and "/work/" not in text
+    sections = re.split(r"^## ", text.split("\n---\n", 1)[1], flags=re.M)[1:]
+    assert sections and all(s.split("\n", 1)[1].strip() for s in sections)  # no empty section
+    report = json.loads((out / "export_report.json").read_text(encoding="utf-8"))
+    assert [s["path"] for s in report["sources"]] == [data[i].name for i in inputs]  # far from the export: names
+    near = out.parent / "sibling" / "records.jsonl"  # beside the export: relative to it
+    near.parent.mkdir()
+    near.write_bytes(data["gen"].read_bytes())
+    proc = run_curate("export", "--in", str(near), "--format", "hf", "--out", str(out), "--license", "mit")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((out / "export_report.json").read_text(encoding="utf-8"))
+    assert report["sources"][0]["path"] == "../sibling/records.jsonl"
+
+
+def test_bad_license_or_language_is_one_line(data, tmp_path):
+    proc = run_curate("export", "--in", str(data["gen"]), "--out", str(tmp_path / "x"), "--license", "CC BY 4.0")
+    assert_one_line_error(proc, "--license 'CC BY 4.0'", "Hub licence id")
+    proc = run_curate("export", "--in", str(data["gen"]), "--out", str(tmp_path / "x"), "--language", "english")
+    assert_one_line_error(proc, "--language 'english'", "ISO 639")
+    assert not (tmp_path / "x").exists()

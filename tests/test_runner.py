@@ -171,7 +171,7 @@ def test_export_reading_a_file_inside_its_own_out_keeps_that_file(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert len(read_jsonl(inside)) == 4  # still there, untouched
     report = json.loads((out / "export_report.json").read_text())
-    assert [(s["path"], s["records"]) for s in report["sources"]] == [(str(inside), 4)]
+    assert [(s["path"], s["records"]) for s in report["sources"]] == [("more.jsonl", 4)]  # relative to the export
     assert not _staging_left(out) and not list(tmp_path.glob(".exp*"))
 
 

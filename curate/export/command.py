@@ -68,6 +68,12 @@ class _PerRow(click.ParamType):
 @click.option("--decontaminate-ngram", type=click.IntRange(1), default=1, show_default=True,
               help="Words per shingle for decontamination (1: word sets, robust for short queries).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of every shuffle and draw.")
+@click.option("--license", default=None, metavar="ID",
+              help="The dataset card's licence (a Hub id such as cc-by-4.0), for data whose sources do not "
+                   "give one: generated records, your own documents. Without it such an export's card says "
+                   "'unknown' and the export names the sources that lack one.")
+@click.option("--language", multiple=True, default=("en",), show_default=True, metavar="CODE",
+              help="The dataset card's language (ISO 639 code); repeatable.")
 def export(**kw) -> None:
     """Write records as training data: curriculum, batch order, instructions, dev split, formats.
 

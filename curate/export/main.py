@@ -54,6 +54,8 @@ class ExportOptions:
     decontaminate_threshold: float = 0.8
     decontaminate_ngram: int = 1
     seed: int = 0
+    license: str | None = None  # the card's licence id, where the sources do not give one
+    language: tuple[str, ...] = ("en",)  # the card's languages (ISO 639)
 
 
 def _writers() -> dict[str, Callable]:
@@ -99,6 +101,11 @@ def _check(opts: ExportOptions, writers: dict[str, Callable]) -> tuple[Curriculu
         raise CurateError("--mixed-tail must be 0 or more")
     if opts.instruction != "auto":
         Instruction(opts.instruction)  # a bad template fails here, before any input is read
+    from curate.export.formats.hub import check_language, check_license
+
+    check_license(opts.license)
+    for lang in opts.language:
+        check_language(lang)
     return parse_curriculum(opts.curriculum), names
 
 
@@ -208,7 +215,8 @@ def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: 
     rows += _rows(dev_placed, "dev", levels, curriculum, negatives, instruction, stats)
 
     params = dict(run.params)  # the options as given; the card adds what they resolved to
-    params.update(formats=formats, curriculum=str(curriculum), negatives_per_row=negatives.per_row,
+    params.update(formats=formats, curriculum=str(curriculum),
+                  negatives_per_row="all" if negatives.per_row is None else negatives.per_row,
                   instruction=instruction_spec)
     if opts.instruction == "auto":
         params["instruction_asked"] = "auto"
@@ -229,6 +237,12 @@ def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: 
                      "layout": opts.batch_layout, "task_order": opts.task_order, "mixed_tail": opts.mixed_tail},
         "split": split_info,
     }
+    from curate.export.formats.card import portable
+    from curate.export.formats.hub import hub_metadata
+
+    hub, unlicensed = hub_metadata([s.dataset for s in sources], len(rows), opts.license, list(opts.language))
+    card["hub"] = {**hub, **({"license_missing_for": unlicensed} if unlicensed else {})}
+    card = portable(card, Path(opts.out))
 
     return _write(run.dir, {n: writers[n] for n in formats}, rows, card, dropped if opts.decontaminate else None,
                   started)
@@ -263,6 +277,9 @@ def _print_summary(report: dict[str, Any], out: Path) -> None:
                f"at least {auto['share_low_95']:.0%} at 95%; every one needs more than {auto['threshold']:.0%}"
                if share is not None else "no record has a teacher rank")
         console.print(f"  negatives a row: {auto['chose']} (auto: {why})")
+    missing = report.get("hub", {}).get("license_missing_for")
+    if missing:
+        console.print(f"  card licence: unknown for {', '.join(missing)}; give --license ID (e.g. cc-by-4.0)")
     for f in report["filters"]:
         if f.get("records_dropped") and "folder" not in f:
             console.print(f"  dropped {f['records_dropped']}: {f['step']}")

@@ -9,6 +9,7 @@ parameters, ...) whatever its nesting, so a new entry needs no change here.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +20,41 @@ from curate.export.formats.common import atomic_path
 from curate.export.formats.parquet import yaml_features
 
 
+PATH_KEYS = ("path", "inputs", "qrels", "corpus")  # card entries whose strings are file paths
+HIDDEN = ("title", "hub")  # card entries the front matter shows, not a section
+
+
+def portable(card: Any, base: Path, key: str = "") -> Any:
+    """The card with every file path relative to ``base`` (the export folder): a card is read
+    where the export goes (the Hub, another machine), where this machine's paths mean nothing
+    and may say more than the user meant to publish."""
+    if isinstance(card, dict):
+        if key == "source":  # counts per input file
+            return {_relative(k, base): v for k, v in card.items()}
+        return {k: portable(v, base, k) for k, v in card.items()}
+    if isinstance(card, list):
+        return [portable(v, base, key) for v in card]
+    if isinstance(card, str) and (key in PATH_KEYS or os.path.isabs(card)):
+        return _relative(card, base)
+    return card
+
+
+def _relative(path: str, base: Path) -> str:
+    """Relative to the export when it sits beside or inside it (``../mined/mined.jsonl``), else
+    just its name: a path climbing further out would spell this machine's folders again."""
+    if "://" in path:
+        return path
+    rel = Path(os.path.relpath(os.path.abspath(path), os.path.abspath(base))).as_posix()
+    return rel if rel.split("/").count("..") <= 1 else Path(path).name
+
+
 def write_card(out_dir: Path, card: dict, files: dict[str, list[str]], tables: dict[str, pa.Table],
                columns: dict[str, str], usage: str, notes: list[str] = ()) -> Path:
     """Write ``out_dir/README.md``; ``columns`` explains each column, ``usage`` is a how-to section."""
     schema = next(iter(tables.values())).schema
     front = {
         "pretty_name": card.get("title") or "curate export",
+        **(card.get("hub") or {}),
         "tags": ["curate", "text-embeddings"],
         "configs": [{"config_name": "default",
                      "data_files": [{"split": s, "path": paths} for s, paths in files.items()]}],
@@ -38,7 +68,7 @@ def write_card(out_dir: Path, card: dict, files: dict[str, list[str]], tables: d
              "order a trainer should read them, batch by batch.", ""]
     parts += _section("Rows per split", _kv_table({s: t.num_rows for s, t in tables.items()}))
     for key, value in card.items():  # counts, sources, filters, parameters, and whatever else it holds
-        if key != "title" and value not in (None, "", [], {}):
+        if key not in HIDDEN and not _empty(value):
             parts += _section(key.replace("_", " ").capitalize(), _render(value))
     parts += _section("Columns", _kv_table(columns, ("column", "meaning")))
     if notes:
@@ -58,6 +88,7 @@ def _render(value: Any) -> str:
     """Markdown for a card entry: a dict's plain values form one table and each nested value
     a titled part; a list of dicts is a table with a row each; anything else compact JSON."""
     if isinstance(value, dict):
+        value = {k: v for k, v in value.items() if not _empty(v)}
         plain = {k: v for k, v in value.items() if _plain(v)}
         parts = [_kv_table(plain)] if plain else []
         parts += [f"**{k}**\n\n{_render(v)}" for k, v in value.items() if k not in plain]
@@ -70,6 +101,15 @@ def _render(value: Any) -> str:
     if isinstance(value, list):
         return "\n".join(f"- {_cell(v)}" for v in value)
     return _cell(value)
+
+
+def _empty(v: Any) -> bool:
+    """Nothing to show: no value, or a mapping or list of nothing (a card has no empty section)."""
+    if isinstance(v, dict):
+        return all(_empty(x) for x in v.values())
+    if isinstance(v, list):
+        return not v
+    return v is None or v == ""
 
 
 def _plain(v: Any) -> bool:
