@@ -534,6 +534,22 @@ def test_cli_exports_every_format(data, tmp_path):
     n = len(data["generated"]) + len(read_jsonl(data["mined"]))
     assert report["counts"]["train"] + report["counts"]["dev"] + sum(
         f.get("records_dropped", 0) for f in report["filters"]) == n
+    # the top of the folder: a card naming each Parquet format as a datasets config (no silent pick)
+    # and the training command of every format with the export's own settings
+    from datasets import load_dataset
+
+    default = load_dataset(str(out), cache_dir=str(tmp_path / "cache"))
+    hf = load_dataset(str(out), "hf", cache_dir=str(tmp_path / "cache"))
+    assert set(default) == set(hf) == {"train", "dev"}
+    assert default["train"].column_names[:2] == ["anchor", "positive"] and "record_id" in hf["train"].column_names
+    assert default["train"].num_rows == hf["train"].num_rows == report["counts"]["train"]
+    meta = _card(out).data.to_dict()
+    assert all(meta.get(k) for k in HUB_KEYS)
+    text = (out / "README.md").read_text(encoding="utf-8")
+    per_row = report["parameters"]["negatives_per_row"]
+    assert f"--train_group_size {per_row + 1}" in text and f'"num_hard_negatives": {per_row}' in text
+    assert "--query_prefix \"\" --passage_prefix \"\"" in text
+    assert "--knowledge_distillation True" not in text  # generated rows have no teacher scores
 
 
 RANKS = {"agree": lambda i, rng: rng.randint(1, 10), "disagree": lambda i, rng: rng.randint(11, 400),

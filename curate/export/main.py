@@ -30,6 +30,7 @@ from curate.core.jsonl import atomic_write_json, atomic_write_jsonl
 from curate.core.runner import open_run
 
 REPORT = "export_report.json"
+INDEX = "README.md"  # above the formats' folders when there are several
 DECONTAMINATED = "decontaminated.jsonl"
 
 
@@ -153,7 +154,7 @@ def run_export(opts: ExportOptions) -> dict[str, Any]:
     if out.exists() and not out.is_dir():
         raise CurateError(f"{out}: exists and is not a folder; choose another --out")
     inputs = [*opts.inputs, *(opts.decontaminate or ())]
-    writes = [REPORT, DECONTAMINATED, *(formats if len(formats) > 1 else ())]  # one format: its own files
+    writes = [REPORT, DECONTAMINATED, *((INDEX, *formats) if len(formats) > 1 else ())]  # one format: its own files
     with open_run("export", out, {k: v for k, v in asdict(opts).items() if k != "out"}, inputs,
                   writes=writes) as run:
         _check_out(out)  # after the run folder finished any swap a killed export left
@@ -255,6 +256,12 @@ def _write(folder: Path, writers: dict[str, Callable], rows: list[ExportRow], ca
     for name, writer in writers.items():
         written = writer(rows, folder if len(writers) == 1 else folder / name, card)
         outputs[name] = [str(Path(p).relative_to(folder)) for p in written]
+    if len(writers) > 1:  # a card above the formats: which one datasets reads, how to train on each
+        from curate.export.formats.card import write_index
+        from curate.export.formats.usage import commands, settings
+
+        how = commands(list(writers), settings(rows, card["parameters"].get("batch_size")))
+        write_index(folder, card, outputs, how)
     if decontaminated is not None:
         atomic_write_jsonl(folder / DECONTAMINATED, decontaminated)
     report = {**card, "outputs": outputs, "wall_seconds": round(time.perf_counter() - started, 2)}

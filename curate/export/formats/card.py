@@ -126,3 +126,40 @@ def _kv_table(d: dict, head: tuple[str, str] = ("", "value")) -> str:
 def _cell(v: Any) -> str:
     text = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, sort_keys=True, default=str)
     return text.replace("|", "\\|").replace("\n", " ")
+
+
+PARQUET_FORMATS = ("sentence-transformers", "hf")  # the default config first
+
+
+def write_index(out_dir: Path, card: dict, outputs: dict[str, list[str]], how_to_train: str) -> Path:
+    """``out_dir/README.md`` of an export with several formats, one sub-folder each: the Hub
+    metadata, one named ``datasets`` config per Parquet format (so ``load_dataset(folder)`` reads
+    a stated default instead of whichever files it finds first, and ``load_dataset(folder, "hf")``
+    the other), and how to train on every format."""
+    configs = []
+    for fmt in PARQUET_FORMATS:
+        shards: dict[str, list[str]] = {}
+        for f in outputs.get(fmt, []):
+            name = Path(f).name
+            if name.endswith(".parquet"):
+                shards.setdefault(name.split("-")[0], []).append(f)
+        if shards:
+            configs.append({"config_name": fmt, **({"default": True} if not configs else {}),
+                            "data_files": [{"split": s, "path": paths} for s, paths in shards.items()]})
+    front = {"pretty_name": card.get("title") or "curate export", **(card.get("hub") or {}),
+             "tags": ["curate", "text-embeddings"], **({"configs": configs} if configs else {})}
+    parts = ["---", yaml.safe_dump(front, sort_keys=False, allow_unicode=True, width=1000).rstrip(), "---", "",
+             f"# {card.get('title') or 'curate export'}", "",
+             "Made by `curate export`: the same rows in one sub-folder per trainer's format. Rows are stored "
+             "in training order. `export_report.json` has the counts, sources, filters and parameters.", ""]
+    parts += _section("Formats", _kv_table({fmt: f"{fmt}/ ({len(files)} files)" for fmt, files in outputs.items()},
+                                           ("format", "folder")))
+    if configs:
+        parts += _section("Loading", f"`datasets.load_dataset(FOLDER)` reads `{configs[0]['config_name']}`; "
+                                     + ", ".join(f"`load_dataset(FOLDER, \"{c['config_name']}\")`" for c in configs)
+                                     + " name each Parquet format.")
+    parts += _section("Training", how_to_train)
+    path = out_dir / "README.md"
+    with atomic_path(path) as tmp:
+        tmp.write_text("\n".join(parts).rstrip() + "\n", encoding="utf-8")
+    return path
