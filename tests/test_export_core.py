@@ -359,6 +359,11 @@ def test_dev_split_holds_whole_tasks_and_no_query_crosses(data):
     batch_repeat = sum(f["records_dropped"] for f in report["filters"] if f["step"] == "batch-repeat")
     lineage = read_jsonl(data["tmp"] / "split" / "rejected.jsonl")
     assert len([r for r in lineage if r["reason"] == "batch-repeat"]) == batch_repeat
+    # every drop is a line of rejected.jsonl, the dev overlap too, and the card's counts are its counts
+    overlap = {r["id"] for r in lineage if r["reason"] == "dev-query-overlap"}
+    assert len(overlap) == report["split"]["dropped_query_in_dev"]
+    assert overlap.isdisjoint(r.record_id for r in rows)
+    assert len(lineage) == dropped and all(r["stage"] == "export" and r["source"] for r in lineage)
     assert all(r.phase is None and r.levels == [1] for r in dev)  # dev asks the hardest level
     _check_batches(rows, 8)
 
@@ -485,6 +490,8 @@ def test_duplicate_ids_and_atomic_output(data, tmp_path):
     assert report["filters"][0] == {"step": "duplicate-id", "records_dropped": len(data["generated"]),
                                     "note": "a record id already read from an earlier --in"}
     assert report["sources"][1]["duplicates_skipped"] == len(data["generated"])
+    lineage = read_jsonl(tmp_path / "dup" / "rejected.jsonl")
+    assert sorted(r["id"] for r in lineage if r["reason"] == "duplicate-id") == sorted(r.id for r in data["generated"])
 
     def broken(rows, out_dir, card):
         (out_dir / "half.jsonl").write_text("{", encoding="utf-8")

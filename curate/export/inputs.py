@@ -47,6 +47,7 @@ class Source:
     duplicates_skipped: int = 0
     dataset: str = ""
     reports: dict[str, Any] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)  # ids of the records skipped as duplicates (not in the card)
 
     def as_dict(self) -> dict[str, Any]:
         return {"path": self.path, "records": self.records, "duplicates_skipped": self.duplicates_skipped,
@@ -110,6 +111,7 @@ def load_inputs(paths: list[str | Path]) -> tuple[list[Item], list[Source]]:
             src.reports["mine_report"] = _mine_summary(mine_rep)
         records, repeats = first_of_each_id(records, seen)
         src.duplicates_skipped += len(repeats)
+        src.skipped += [r.id for r in repeats]
         for rec in records:
             dataset = ""
             if (rec.meta or {}).get("source") in MINED_SOURCES:

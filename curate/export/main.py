@@ -172,6 +172,9 @@ def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: 
     if dup:
         filters.append({"step": "duplicate-id", "records_dropped": dup,
                         "note": "a record id already read from an earlier --in"})
+    for s in sources:
+        for rec_id in s.skipped:
+            run.reject(rec_id, "duplicate-id", source=s.path)
     items, dropped, decon = decontaminate(items, opts.decontaminate, opts.decontaminate_threshold,
                                           opts.decontaminate_ngram)
     for c in decon:
@@ -186,9 +189,11 @@ def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: 
     level_lists, level_stats = assign_levels(items, opts.gap_levels)
     levels = {id(it): lv for it, lv in zip(items, level_lists)}
 
-    train, dev, split_info = split_dev(items, opts.dev_fraction, opts.seed)
-    if split_info.get("dropped_query_in_dev"):
-        filters.append({"step": "dev-query-overlap", "records_dropped": split_info["dropped_query_in_dev"]})
+    train, dev, crossing, split_info = split_dev(items, opts.dev_fraction, opts.seed)
+    if crossing:
+        filters.append({"step": "dev-query-overlap", "records_dropped": len(crossing)})
+    for it in crossing:
+        run.reject(it.record.id, "dev-query-overlap", source=it.source)
     if not train:
         raise CurateError(f"nothing to export: of {sum(s.records for s in sources)} records, {len(dropped)} matched "
                           f"--decontaminate sets and {len(dev)} went to dev; no training records are left")

@@ -58,10 +58,11 @@ def _pick_queries(items: Sequence[Item], target: int, rng: random.Random) -> set
     return chosen
 
 
-def split_dev(items: Sequence[Item], fraction: float, seed: int) -> tuple[list[Item], list[Item], dict[str, Any]]:
-    """(train, dev, info for the card)."""
+def split_dev(items: Sequence[Item], fraction: float,
+              seed: int) -> tuple[list[Item], list[Item], list[Item], dict[str, Any]]:
+    """(train, dev, the training records dropped for sharing a query with dev, info for the card)."""
     if fraction <= 0 or len(items) < 2:
-        return list(items), [], {"mode": "none", "fraction": fraction}
+        return list(items), [], [], {"mode": "none", "fraction": fraction}
     rng = random.Random(f"{seed}:dev-split")
     target = max(1, math.floor(fraction * len(items)))
     tasks = _pick_tasks(items, target, rng)
@@ -76,14 +77,11 @@ def split_dev(items: Sequence[Item], fraction: float, seed: int) -> tuple[list[I
                 "note": "fewer than two tasks, or none small enough to hold out: queries were held out instead"}
     dev_ids = {id(it) for it in dev}
     dev_queries = {_query(it) for it in dev}
-    train, crossing = [], 0
+    train, crossing = [], []
     for it in items:
         if id(it) in dev_ids:
             continue
-        if _query(it) in dev_queries:
-            crossing += 1
-        else:
-            train.append(it)
+        (crossing if _query(it) in dev_queries else train).append(it)
     info.update(fraction=fraction, dev_records=len(dev), train_records=len(train),
-                dropped_query_in_dev=crossing)
-    return train, dev, info
+                dropped_query_in_dev=len(crossing))
+    return train, dev, crossing, info
