@@ -213,7 +213,7 @@ FLAG_SCHEMA = {
 def test_flagembedding_lines_per_split_and_task(export):
     rows, out = export["rows"], export["out"] / "flagembedding"
     assert sorted(str(p.relative_to(out)) for p in export["files"]["flagembedding"]) == [
-        "dev/short-long.jsonl", "short-long.jsonl", "sts.jsonl"]  # training files at the top
+        "README.md", "dev/short-long.jsonl", "short-long.jsonl", "sts.jsonl"]  # training files at the top
     for split, task_type in (("train", "short-long"), ("train", "sts"), ("dev", "short-long")):
         want = [r for r in _split(rows, split) if r.task_type == task_type]
         lines = read_jsonl((out if split == "train" else out / split) / f"{task_type}.jsonl")
@@ -270,7 +270,8 @@ def test_flagembedding_classification_goes_without_in_batch_negatives(tmp_path):
     rows = [ExportRow(record_id=f"c{i}", split="train", task_type="classification", task="Classify the topic",
                       query=f"text {i}", query_text=f"Classify the topic: text {i}", positive="sports",
                       negatives=["politics", "science"], instruction="Classify the topic: ") for i in range(2)]
-    [path] = WRITERS["flagembedding"](rows, tmp_path, {})
+    path, card = WRITERS["flagembedding"](rows, tmp_path, {})
+    assert card.name == "README.md"
     assert path == tmp_path / "classification-no_in_batch_neg.jsonl"  # FlagEmbedding's switch, by file name
     assert [x["type"] for x in read_jsonl(path)] == ["symmetric_class"] * 2
     assert all(r["no_in_batch_neg"] for r in flagembedding_train_data([path]))  # given on its own
@@ -294,11 +295,13 @@ NEMO_SCHEMA = {
 }
 
 
-def test_tevatron_trains_on_every_row_with_scores_and_titles(export):
+def test_tevatron_trains_on_every_row_with_scores_and_titles(export, tmp_path):
     """Tevatron's TrainDataset and DistilTrainDataset reading (tests/consumers.py): each group is
     the row's positive then its negatives (its own, borrowed when it has none) as the instruction-
-    bearing texts; every passage has a string title and, where every row has teacher scores
-    (dev), the teacher's cosine as ``score``; the train file (one row has none) has no score."""
+    bearing texts; every passage has a string title; passages carry the teacher's cosine as
+    ``score`` when every row has one (not here: one row has no scores, one borrows its negatives),
+    and then distillation reads every one."""
+    from curate.export.formats.common import teacher_scores
     from tests.consumers import tevatron_group, tevatron_rows
 
     rows, out = export["rows"], export["out"] / "tevatron"
@@ -308,25 +311,28 @@ def test_tevatron_trains_on_every_row_with_scores_and_titles(export):
         assert len(got) == len(want)
         for line, r in zip(got, want):
             jsonschema.validate(line, TEVATRON_SCHEMA)
-            query, texts, scores = tevatron_group(line, group_size=len(r.negatives) + 1 if r.negatives else 3,
-                                                  distil=split == "dev")
+            query, texts, _ = tevatron_group(line, group_size=len(r.negatives) + 1 if r.negatives else 3)
             assert query == r.query_text and texts[0] == " " + r.positive  # an empty title and Tevatron's space
             if r.negatives:
                 assert sorted(texts[1:]) == sorted(" " + t for t in r.negatives)
             else:
                 batch = {t for o in want if o.batch == r.batch for t in o.negatives}
                 assert {t[1:] for t in texts[1:]} <= batch  # borrowed from its batch
-            if split == "dev":
-                assert scores[0] == pytest.approx(r.positive_score)
-                assert sorted(scores[1:]) == pytest.approx(sorted(r.negative_scores))
             assert line["query_id"] == r.meta["query_id"]
             if r.positive_id:
                 assert line["positive_passages"][0]["docid"] == r.positive_id
             if r.negative_ids:
                 assert [p["docid"] for p in line["negative_passages"]] == r.negative_ids
-    train = tevatron_rows(out / "train.jsonl")
-    with pytest.raises(ValueError, match="without a score"):
-        tevatron_group(train[NO_SCORES], distil=True)
+            with pytest.raises(ValueError, match="without a score"):
+                tevatron_group(line, distil=True)
+    scored = [r for r in rows if r.negatives and teacher_scores(r, list(r.negatives)) is not None]
+    WRITERS["tevatron"](scored, tmp_path, CARD)
+    for split in ("train", "dev"):
+        for line, r in zip(tevatron_rows(tmp_path / f"{split}.jsonl"), _split(scored, split)):
+            _, texts, scores = tevatron_group(line, group_size=len(r.negatives) + 1, distil=True)
+            by_text = dict(zip(texts, scores))
+            assert by_text[" " + r.positive] == pytest.approx(r.positive_score)
+            assert [by_text[" " + t] for t in r.negatives] == pytest.approx(r.negative_scores)
 
 
 def test_nemo_is_what_custom_retrieval_data_module_reads(export):
@@ -336,7 +342,7 @@ def test_nemo_is_what_custom_retrieval_data_module_reads(export):
     from tests.consumers import nemo_custom_retrieval
 
     rows, out = export["rows"], export["out"] / "nemo"
-    assert sorted(p.name for p in export["files"]["nemo"]) == ["dev.json", "train.json"]
+    assert sorted(p.name for p in export["files"]["nemo"]) == ["README.md", "dev.json", "train.json"]
     seen = nemo_custom_retrieval(out / "train.json", out / "dev.json")
     for split, name in (("train", "training"), ("dev", "validation")):
         want = _split(rows, split)
@@ -369,6 +375,20 @@ def test_nemo_automodel_inline_reads_every_row(export):
             assert s["question"] == r.query_text and s["doc_text"][0] == r.positive
             if r.negatives:  # its own negatives, cycled in order to 4
                 assert s["doc_text"][1:] == [r.negatives[j % len(r.negatives)] for j in range(4)]
+
+
+@pytest.mark.parametrize("fmt", ["tevatron", "nemo", "nemo-automodel"])
+def test_json_formats_keep_their_split_names_in_datasets_and_say_how_to_train(export, fmt):
+    """Without a card, ``datasets`` names a ``dev.jsonl`` split "validation"; each JSON format's
+    card names its files per split, and holds the training command with the rows' settings."""
+    out = export["out"] / fmt
+    ds = _load(out, export["cache"])
+    assert set(ds) == {"train", "dev"}
+    assert ds["dev"].num_rows == len(_split(export["rows"], "dev"))
+    text = (out / "README.md").read_text(encoding="utf-8")
+    group = max(len(r.negatives) for r in export["rows"]) + 1
+    assert (f"--train_group_size {group}" in text or f'"num_hard_negatives": {group - 1}' in text
+            or f"n_passages: {group}" in text)
 
 
 def test_beir_reloads_with_qrels_on_the_right_texts(export):

@@ -163,3 +163,30 @@ def write_index(out_dir: Path, card: dict, outputs: dict[str, list[str]], how_to
     with atomic_path(path) as tmp:
         tmp.write_text("\n".join(parts).rstrip() + "\n", encoding="utf-8")
     return path
+
+
+def write_format_card(out_dir: Path, card: dict, fmt: str, files: list[Path], how_to_train: str,
+                      configs: bool = True) -> Path:
+    """``out_dir/README.md`` of a JSON format: the Hub metadata, a ``datasets`` config naming each
+    split's files (without one ``datasets`` renames ``dev`` to "validation" from the file name),
+    and how to train on it. ``configs=False`` where the files of a split differ in columns."""
+    by_split: dict[str, list[str]] = {}
+    for f in files:
+        rel = Path(f).relative_to(out_dir)
+        split = rel.parts[0] if len(rel.parts) > 1 else rel.name.split(".")[0]
+        by_split.setdefault(split if split in ("train", "dev") else "train", []).append(rel.as_posix())
+    front = {"pretty_name": card.get("title") or "curate export", **(card.get("hub") or {}),
+             "tags": ["curate", "text-embeddings"]}
+    if configs:
+        front["configs"] = [{"config_name": "default",
+                             "data_files": [{"split": s, "path": paths} for s, paths in by_split.items()]}]
+    parts = ["---", yaml.safe_dump(front, sort_keys=False, allow_unicode=True, width=1000).rstrip(), "---", "",
+             f"# {card.get('title') or 'curate export'}", "",
+             f"The `{fmt}` format of a curate export: "
+             + ", ".join(f"{split} in {', '.join(f'`{p}`' for p in paths)}" for split, paths in by_split.items())
+             + ".", ""]
+    parts += _section("Training", how_to_train)
+    path = out_dir / "README.md"
+    with atomic_path(path) as tmp:
+        tmp.write_text("\n".join(parts).rstrip() + "\n", encoding="utf-8")
+    return path

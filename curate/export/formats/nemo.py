@@ -25,6 +25,8 @@ from pathlib import Path
 
 from curate.core.jsonl import atomic_write_jsonl, atomic_write_text
 from curate.export.formats.common import fill_negatives, id_tables, query_id, require_negatives, split_indices
+from curate.export.formats.card import write_format_card
+from curate.export.formats.usage import format_card_text
 from curate.export.rows import ExportRow
 
 
@@ -45,6 +47,7 @@ def write_nemo(rows: list[ExportRow], out_dir: Path, card: dict) -> list[Path]:
         atomic_write_text(path, json.dumps([{"question_id": q, "question": text, "pos_doc": [pos], "neg_doc": negs}
                                             for q, text, pos, negs in lines], ensure_ascii=False) + "\n")
         written.append(path)
+    written.append(write_format_card(Path(out_dir), card, "nemo", written, format_card_text("nemo", rows, card)))
     return written
 
 
@@ -55,4 +58,6 @@ def write_nemo_automodel(rows: list[ExportRow], out_dir: Path, card: dict) -> li
         atomic_write_jsonl(path, ({"question_id": q, "query": text, "pos_doc": pos, "neg_doc": negs}
                                   for q, text, pos, negs in lines))
         written.append(path)
+    written.append(write_format_card(Path(out_dir), card, "nemo-automodel", written,
+                                     format_card_text("nemo-automodel", rows, card)))
     return written

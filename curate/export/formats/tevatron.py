@@ -6,7 +6,8 @@ Matched against Tevatron's ``retriever/dataset.py`` (the format with inline pass
 the passage has a ``title`` key, so every passage has one (a file where some lack it fails
 there), empty with the whole document in ``text``. Passages carry the teacher's ``score`` (its
 cosine, the scale Tevatron's distillation divides by ``--distil_temperature`` on both sides)
-in a file where every passage has one; ``train_distil`` needs it on each. Tevatron has one query
+when every passage of the export has one (one schema for every split); ``train_distil`` needs
+it on each. Tevatron has one query
 prefix for the whole run, while an export can hold several tasks, so the texts carry their
 instructions already: train with ``--query_prefix ''`` and ``--passage_prefix ''``. A row
 without negatives gets borrowed ones (``common.fill_negatives``): Tevatron samples from the
@@ -20,6 +21,8 @@ from pathlib import Path
 from curate.core.jsonl import atomic_write_jsonl
 from curate.export.formats.common import (doc_ids, fill_negatives, id_tables, query_id, raw_document,
                                           require_negatives, split_indices, teacher_scores)
+from curate.export.formats.card import write_format_card
+from curate.export.formats.usage import format_card_text
 from curate.export.rows import ExportRow
 
 
@@ -30,10 +33,10 @@ def write_tevatron(rows: list[ExportRow], out_dir: Path, card: dict) -> list[Pat
     ids = [doc_ids(r, docs) for r in rows]
     negs, _ = fill_negatives(rows, [list(r.negatives) for r in rows],
                              max((len(r.negatives) for r in rows), default=0), pad_short=False)
+    scores = [teacher_scores(r, n) for r, n in zip(rows, negs)]
+    scored = all(s is not None for s in scores)  # in every split alike: one schema for datasets
     written = []
     for split, idx in split_indices(rows).items():
-        scores = {i: teacher_scores(rows[i], negs[i]) for i in idx}
-        scored = all(s is not None for s in scores.values())
         lines = []
         for i in idx:
             row = rows[i]
@@ -49,6 +52,7 @@ def write_tevatron(rows: list[ExportRow], out_dir: Path, card: dict) -> list[Pat
         path = out_dir / f"{split}.jsonl"
         atomic_write_jsonl(path, lines)
         written.append(path)
+    written.append(write_format_card(out_dir, card, "tevatron", written, format_card_text("tevatron", rows, card)))
     return written
 
 

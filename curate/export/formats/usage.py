@@ -90,3 +90,9 @@ data = CustomRetrievalDataModule(data_root="{where['nemo']}/train.json", val_roo
         parts.append(f"**BEIR** (`{where['beir']}`): `curate eval --data {where['beir']} --split dev`, or any "
                      "BEIR/MTEB tool, on the held-out split.")
     return "\n\n".join(parts)
+
+
+def format_card_text(fmt: str, rows: list[ExportRow], card: dict) -> str:
+    """The training section of one format's own card (EXPORT: that folder)."""
+    batch = (card.get("parameters") or {}).get("batch_size")
+    return "EXPORT below is this folder.\n\n" + commands([fmt], settings(rows, batch), nested=False)
