@@ -440,6 +440,25 @@ def test_same_rows_same_bytes_and_no_leftovers(export, tmp_path):
         "dev-00000-of-00001.parquet", "train-00000-of-00001.parquet"]
 
 
+def test_the_same_question_from_two_sources_keeps_both_ids(export, tmp_path):
+    """Two records asking the same text under their own source ids (two datasets, or a query
+    asked in two tasks) keep those ids in every format that writes one; a text without an id
+    takes one it already has, and a given id another text took first gets a hash."""
+    first = _split(export["rows"], "train")[0]
+    twin = ExportRow(**{**first.__dict__, "record_id": "twin", "meta": {"query_id": "other-set-7"}})
+    clash = ExportRow(**{**first.__dict__, "record_id": "clash", "query": "another question",
+                         "query_text": "another question", "meta": {"query_id": first.meta["query_id"]}})
+    bare = ExportRow(**{**first.__dict__, "record_id": "bare", "meta": {}})
+    rows = [first, twin, clash, bare]
+    WRITERS["tevatron"](rows, tmp_path / "tev", CARD)
+    ids = [line["query_id"] for line in read_jsonl(tmp_path / "tev" / "train.jsonl")]
+    assert ids[:2] == [first.meta["query_id"], "other-set-7"] and ids[3] == ids[0]
+    assert ids[2] not in (ids[0], ids[1])  # the clash: a hash, not a wrong id
+    WRITERS["beir"](rows, tmp_path / "beir", CARD)
+    queries = {q["_id"]: q["text"] for q in read_jsonl(tmp_path / "beir" / "queries.jsonl")}
+    assert queries[first.meta["query_id"]] == queries["other-set-7"] == first.query
+
+
 def test_bad_input_is_a_curate_error(tmp_path):
     row = ExportRow(record_id="r", split="dev/2", task_type="sts", task="t", query="q", query_text="q",
                     positive="p", negatives=["n"])

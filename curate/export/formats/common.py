@@ -175,15 +175,22 @@ class IdTable:
     """Ids for deduplicated texts: a given id when it is free, else a stable hash of the text.
 
     Inputs from two corpora can reuse the same id for different texts (both number their
-    documents from 1); the second text then gets a hashed id instead of a wrong qrel.
+    documents from 1); the second text then gets a hashed id instead of a wrong qrel. Documents
+    keep one id a text (a corpus entry each); queries keep every id their sources gave, so the
+    same question from two datasets stays traceable to both.
     """
 
-    def __init__(self, kind: str):
+    def __init__(self, kind: str, ids_per_text: str = "one"):
         self.kind = kind
+        self.ids_per_text = ids_per_text  # "one": a text keeps the first id it got; "given": every given id
         self.by_text: dict[str, str] = {}
         self.by_id: dict[str, str] = {}
 
     def assign(self, text: str, preferred: str | None = None) -> str:
+        if self.ids_per_text == "given" and preferred not in (None, "") and self.by_id.get(str(preferred), text) == text:
+            self.by_id[str(preferred)] = text  # two sources asking the same question keep both their ids
+            self.by_text.setdefault(text, str(preferred))
+            return str(preferred)
         if text in self.by_text:
             return self.by_text[text]
         ident = str(preferred) if preferred not in (None, "") else stable_id(self.kind, text)
@@ -209,7 +216,7 @@ def doc_ids(row: ExportRow, table: IdTable) -> tuple[str, list[str]]:
 def id_tables(rows: list[ExportRow]) -> tuple[IdTable, IdTable]:
     """Document and query id tables with every id the sources gave claimed first, so a text
     seen once without an id (a generated row) and once with one (a mined row) keeps the real id."""
-    docs, queries = IdTable("doc"), IdTable("query")
+    docs, queries = IdTable("doc"), IdTable("query", ids_per_text="given")
     for row in rows:
         given = [(raw_document(row, row.positive), row.positive_id)]
         given += [(raw_document(row, t), g) for t, g in zip(row.negatives, row.negative_ids)]
