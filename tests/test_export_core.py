@@ -205,7 +205,7 @@ def test_mined_records_are_dealt_to_the_phase_of_a_level_they_have(data):
     assert len(exact) >= 0.95 * len(train)
     items, _ = load_inputs([data["mined"]])
     all_levels = dict(zip((it.record.id for it in items), assign_levels(items)[0]))
-    blind = deal([it for it in items], parse_curriculum("mgh"), 8, 0)  # the same phases, dealt blindly
+    blind = deal([it for it in items], parse_curriculum("mgh"), 8, 0, by_level=False)  # the same phases, dealt blindly
     blind_exact = sum(5 - p in all_levels[it.record.id] for p, phase in enumerate(blind, 1) for it in phase)
     assert len(exact) > blind_exact
     gaps = {p: [r.positive_score - r.negative_scores[0] for r in train if r.phase == p] for p in (1, 4)}

@@ -37,6 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from curate.core.errors import CurateError
+from curate.export.batching import spread
 from curate.export.inputs import Item
 
 ARMS = ("none", "ordered", "mgh", "reverse", "random", "fixed:N")
@@ -92,13 +93,12 @@ def phase_sizes(n: int, phases: int, batch_size: int) -> list[int]:
 
 
 def deal(items: Sequence[Item], curriculum: Curriculum, batch_size: int, seed: int,
-         levels: Callable[[Item], Sequence[int]] | None = None) -> list[list[Item]]:
+         by_level: bool = True) -> list[list[Item]]:
     """Records shuffled (tasks spread evenly) and cut into the curriculum's phases; with
-    ``levels`` (the levels of an item's negatives) a phased curriculum deals by level."""
-    from curate.export.batching import spread
-
+    ``by_level`` a phased curriculum deals them by the levels of their negatives (``Item.levels``)."""
     ordered = spread(items, random.Random(f"{seed}:deal"))
     sizes = phase_sizes(len(ordered), len(curriculum.phase_levels), batch_size)
+    levels = _levels if by_level else None
     if curriculum.name == "ordered" and levels is not None:
         ordered = sorted(ordered, key=lambda it: -_mean_level(levels(it)))  # stable: shuffled among equals
     if levels is None or curriculum.all_negatives or not curriculum.phased:
@@ -108,6 +108,10 @@ def deal(items: Sequence[Item], curriculum: Curriculum, batch_size: int, seed: i
             start += size
         return out
     return _deal_by_level(ordered, curriculum.phase_levels, sizes, levels)
+
+
+def _levels(it: Item) -> list[int]:
+    return it.levels
 
 
 def _mean_level(levels: Sequence[int]) -> float:

@@ -29,6 +29,7 @@ class Item:
     record: Record
     source: str  # the input file it was read from
     dataset: str = ""  # dataset name for records mined from a dataset, else ""
+    levels: list[int] = field(default_factory=list)  # each negative's level, 1 hardest (levels.assign_levels)
 
     @cached_property
     def task_key(self) -> str:

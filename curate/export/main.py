@@ -110,11 +110,11 @@ def _check(opts: ExportOptions, writers: dict[str, Callable]) -> tuple[Curriculu
     return parse_curriculum(opts.curriculum), names
 
 
-def _rows(placed: list[Placed], split: str, levels: dict[int, list[int]], curriculum: Curriculum,
+def _rows(placed: list[Placed], split: str, curriculum: Curriculum,
           negatives: RowNegatives, instruction: Instruction, stats: Counter) -> list[ExportRow]:
     rows = []
     for p in placed:
-        lv = levels[id(p.item)]
+        lv = p.item.levels
         chosen, target = negatives(lv, p.phase if split == "train" else None)
         if not chosen:
             stats["rows_without_negatives"] += 1
@@ -187,7 +187,8 @@ def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: 
     instruction_spec = resolve(opts.instruction, {it.record.task for it in items})
     instruction = Instruction(instruction_spec)
     level_lists, level_stats = assign_levels(items, opts.gap_levels)
-    levels = {id(it): lv for it, lv in zip(items, level_lists)}
+    for it, lv in zip(items, level_lists):
+        it.levels = lv
 
     train, dev, crossing, split_info = split_dev(items, opts.dev_fraction, opts.seed)
     if crossing:
@@ -200,9 +201,9 @@ def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: 
 
     bopts = BatchOptions(opts.batch_size, opts.batch_layout, opts.task_order, opts.mixed_tail)
     rank = task_rank(items, opts.seed)
-    phases = deal(train, curriculum, opts.batch_size, opts.seed, levels=lambda it: levels[id(it)])
+    phases = deal(train, curriculum, opts.batch_size, opts.seed)
     placed, unbatched, kinds = schedule(phases, bopts, opts.seed, rank)
-    dev_placed, dev_unbatched, dev_kinds = schedule([deal(dev, Curriculum("none"), opts.batch_size, opts.seed)[0]],
+    dev_placed, dev_unbatched, dev_kinds = schedule([deal(dev, Curriculum("none"), opts.batch_size, opts.seed, by_level=False)[0]],
                                                     bopts, opts.seed, rank, tail=False) if dev else ([], [], {})
     if unbatched or dev_unbatched:
         filters.append({"step": "batch-repeat", "records_dropped": len(unbatched) + len(dev_unbatched),
@@ -217,8 +218,8 @@ def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: 
     if per_row == "auto":
         per_row, per_row_card = auto_per_row(train)
     negatives = RowNegatives(curriculum, per_row, opts.seed)
-    rows = _rows(placed, "train", levels, curriculum, negatives, instruction, stats)
-    rows += _rows(dev_placed, "dev", levels, curriculum, negatives, instruction, stats)
+    rows = _rows(placed, "train", curriculum, negatives, instruction, stats)
+    rows += _rows(dev_placed, "dev", curriculum, negatives, instruction, stats)
 
     params = dict(run.params)  # the options as given; the card adds what they resolved to
     params.update(formats=formats, curriculum=str(curriculum),
