@@ -361,9 +361,11 @@ def mine(**kw) -> None:
                    "all-MiniLM-L6-v2].")
 @click.option("--format", "formats", multiple=True, default=("sentence-transformers",), show_default=True,
               help="Export format, as curate export takes it (hf, sentence-transformers, ..., all); repeatable.")
+@click.option("--license", default=None, metavar="ID",
+              help="The export card's licence, a Hub id such as cc-by-4.0: the one your documents are under.")
 @click.option("--plots/--no-plots", default=True, show_default=True, help="Write filter's and mine's plots.")
 @_llm_options
-def pipeline(docs, out, n, task, recipe, relabel, teacher, formats, plots, **kw) -> None:
+def pipeline(docs, out, n, task, recipe, relabel, teacher, formats, license, plots, **kw) -> None:
     """From documents alone to training data: generate --from-corpus, filter, mine, [relabel,] export.
 
     DOCS is a BEIR folder, a corpus JSONL, a folder of .txt/.md/.html files or one such file.
@@ -375,7 +377,8 @@ def pipeline(docs, out, n, task, recipe, relabel, teacher, formats, plots, **kw)
     from curate.pipeline import PipelineOptions, run_pipeline
 
     run_pipeline(PipelineOptions(docs=docs, out=out, n=n, seed=kw["seed"], llm=_llm_opts(kw), task=task, recipe=recipe,
-                                 relabel=relabel, teacher=teacher, formats=tuple(formats), plots=plots,
+                                 relabel=relabel, teacher=teacher, formats=tuple(formats), license=license,
+                                 plots=plots,
                                  prompts_dirs=tuple(kw["prompts_dirs"])))
 
 

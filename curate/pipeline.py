@@ -56,6 +56,7 @@ class PipelineOptions:
     relabel: bool = False  # off until measured
     teacher: str | None = None  # filter's and mine's teacher (default: the recipe's / the bundled one)
     formats: tuple[str, ...] = ("sentence-transformers",)
+    license: str | None = None  # the export card's licence: the user's documents have no known one
     plots: bool = True
     prompts_dirs: tuple[str, ...] = ()
 
@@ -80,6 +81,9 @@ def run_pipeline(opts: PipelineOptions) -> dict[str, Any]:
 
     check_spec(load_spec(opts.task, ()))
     _check_formats(opts.formats)
+    from curate.export.formats.hub import check_license
+
+    check_license(opts.license)  # before any model starts
     llm = opts.llm if opts.llm.cache else dataclasses.replace(opts.llm, cache=str(out / ".cache" / "llm.sqlite"))
     params = {k: v for k, v in dataclasses.asdict(opts).items() if k not in ("llm", "out")}
     with open_run("pipeline", out, params, [opts.docs], staged=False) as run:
@@ -127,7 +131,7 @@ def _run_stages(opts: PipelineOptions, docs, llm: LLMOptions, out: Path) -> tupl
         states[RELABEL] = stage(RELABEL, out / RELABEL, r_opts, [mined, find_recipe(RELABEL)], lambda: filter_main(
             FilterOptions(inp=str(mined), out=str(out / RELABEL), recipe=RELABEL, llm=llm, plots=opts.plots)))
         records = out / RELABEL / "filtered.jsonl"
-    e_opts = {"formats": tuple(opts.formats), "seed": opts.seed}
+    e_opts = {"formats": tuple(opts.formats), "seed": opts.seed, "license": opts.license}
     states[EXPORT] = stage(EXPORT, out / EXPORT, {**e_opts, "input": records.parent.name}, [records],
                            lambda: run_export(ExportOptions(inputs=(str(records),), out=str(out / EXPORT), **e_opts)))
     return states, None

@@ -197,7 +197,8 @@ def test_a_run_killed_while_generating_resumes_without_asking_again(first):
 def test_a_changed_option_reruns_only_the_stages_it_reaches(first):
     run = first["tmp"] / "formats"
     shutil.copytree(first["run"], run)
-    proc = _pipeline(first["srv"], first["docs"], run, "--format", "sentence-transformers", "--format", "hf")
+    proc = _pipeline(first["srv"], first["docs"], run, "--format", "sentence-transformers", "--format", "hf",
+                     "--license", "cc-by-4.0")
     out = proc.stderr + proc.stdout
     assert all(f"{s}: done earlier" in out for s in ("generate", "filter", "mine"))
     assert "export: done earlier" not in out
@@ -205,6 +206,7 @@ def test_a_changed_option_reruns_only_the_stages_it_reaches(first):
     assert set(formats) == {"sentence-transformers", "hf"}
     train = _report(run, "export")["counts"]["train"]
     assert f"hf: {train} train rows" in out and f"sentence-transformers: {train} train rows" in out
+    assert _report(run, "export")["hub"]["license"] == "cc-by-4.0"  # the documents' licence, on the card
 
 
 def test_relabel_adds_its_stage_and_its_verdicts(first):
@@ -316,6 +318,8 @@ def _folder(tmp: Path, name: str, files: dict[str, str]) -> Path:
      ["lies inside DOCS"]),
     (lambda tmp: _folder(tmp, "docs", {"a.md": "# Tides\n\nThe Moon pulls the sea."}), "run --task sts",
      ["--from-corpus", "sts"]),
+    (lambda tmp: _folder(tmp, "docs", {"a.md": "# Tides\n\nThe Moon pulls the sea."}), "run --license CC-BY",
+     ["--license 'CC-BY'", "Hub licence id"]),
 ])
 def test_bad_input_is_one_line_before_anything_starts(tmp_path, docs, out, needles):
     out, *extra = out.split()
