@@ -424,7 +424,7 @@ def test_decontamination_drops_planted_copies_of_scifact_test(data):
     assert step["records_matched"] == len(dropped) and step["query_matched"] >= 2
     # the run folder's lineage names the same records, as every stage's rejected.jsonl does
     lineage = read_jsonl(data["tmp"] / "decon-out" / "rejected.jsonl")
-    assert {r["id"] for r in lineage if r["reason"] == "decontaminated"} == set(dropped)
+    assert {r["id"] for r in lineage if r["reason"] == "decontaminate"} == set(dropped)
     assert all(r["stage"] == "export" for r in lineage)
 
 

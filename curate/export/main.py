@@ -110,6 +110,12 @@ def _check(opts: ExportOptions, writers: dict[str, Callable]) -> tuple[Curriculu
     return parse_curriculum(opts.curriculum), names
 
 
+def drop_counts(dropped: Counter, details: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The card's drop counts, read from the run's drop log (``rejected.jsonl``: one line a
+    dropped record, counted by reason), so the card and the log cannot disagree."""
+    return [{"step": reason, "records_dropped": n, **details.get(reason, {})} for reason, n in dropped.items()]
+
+
 def _rows(placed: list[Placed], split: str, curriculum: Curriculum,
           negatives: RowNegatives, instruction: Instruction, stats: Counter) -> list[ExportRow]:
     rows = []
@@ -167,23 +173,13 @@ def run_export(opts: ExportOptions) -> dict[str, Any]:
 def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: Curriculum, formats: list[str],
             started: float) -> dict[str, Any]:
     items, sources = load_inputs(list(opts.inputs))
-    filters: list[dict[str, Any]] = []
-    dup = sum(s.duplicates_skipped for s in sources)
-    if dup:
-        filters.append({"step": "duplicate-id", "records_dropped": dup,
-                        "note": "a record id already read from an earlier --in"})
     for s in sources:
         for rec_id in s.skipped:
             run.reject(rec_id, "duplicate-id", source=s.path)
     items, dropped, decon = decontaminate(items, opts.decontaminate, opts.decontaminate_threshold,
                                           opts.decontaminate_ngram)
-    for c in decon:
-        filters.append(c)
     for d in dropped:
-        run.reject(d["id"], "decontaminated", source=d["source"])
-    if opts.decontaminate:
-        filters.append({"step": "decontaminate", "records_dropped": len(dropped),
-                        "threshold": opts.decontaminate_threshold, "ngram": opts.decontaminate_ngram})
+        run.reject(d["id"], "decontaminate", source=d["source"])
     instruction_spec = resolve(opts.instruction, {it.record.task for it in items})
     instruction = Instruction(instruction_spec)
     level_lists, level_stats = assign_levels(items, opts.gap_levels)
@@ -191,8 +187,6 @@ def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: 
         it.levels = lv
 
     train, dev, crossing, split_info = split_dev(items, opts.dev_fraction, opts.seed)
-    if crossing:
-        filters.append({"step": "dev-query-overlap", "records_dropped": len(crossing)})
     for it in crossing:
         run.reject(it.record.id, "dev-query-overlap", source=it.source)
     if not train:
@@ -205,10 +199,6 @@ def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: 
     placed, unbatched, kinds = schedule(phases, bopts, opts.seed, rank)
     dev_placed, dev_unbatched, dev_kinds = schedule([deal(dev, Curriculum("none"), opts.batch_size, opts.seed, by_level=False)[0]],
                                                     bopts, opts.seed, rank, tail=False) if dev else ([], [], {})
-    if unbatched or dev_unbatched:
-        filters.append({"step": "batch-repeat", "records_dropped": len(unbatched) + len(dev_unbatched),
-                        "note": "left over at the end of a split and would repeat a query or positive "
-                                "in its last batch"})
     for split, left in (("train", unbatched), ("dev", dev_unbatched)):
         for it in left:
             run.reject(it.record.id, "batch-repeat", split=split, source=it.source)
@@ -229,6 +219,11 @@ def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: 
         params["instruction_asked"] = "auto"
     if per_row_card is not None:
         params["negatives_per_row_asked"] = "auto"
+    details = {"duplicate-id": {"note": "a record id already read from an earlier --in"},
+               "decontaminate": {"threshold": opts.decontaminate_threshold, "ngram": opts.decontaminate_ngram},
+               "batch-repeat": {"note": "left over at the end of a split and would repeat a query or positive "
+                                        "in its last batch"}}
+    filters = [*decon, *drop_counts(run.dropped, details)]
     card: dict[str, Any] = {
         "title": f"curate export: {len(rows)} rows from "
                  f"{', '.join(str(Path(Path(s.path).parent.name, Path(s.path).name)) for s in sources)}",
