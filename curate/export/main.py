@@ -283,7 +283,9 @@ def _print_summary(report: dict[str, Any], out: Path) -> None:
         share = auto[f"positive_in_teacher_top_{AGREEMENT_TOP}"]
         why = (f"{share:.0%} of {auto['records_ranked']} labelled positives in the teacher's top {AGREEMENT_TOP}, "
                f"at least {auto['share_low_95']:.0%} at 95%; every one needs more than {auto['threshold']:.0%}"
-               if share is not None else "no record has a teacher rank")
+               if share is not None else
+               f"relabelled: every negative of {auto['records_relabelled']} records judged not relevant"
+               if auto.get("records_relabelled") else "no record has a teacher rank")
         console.print(f"  negatives a row: {auto['chose']} (auto: {why})")
     missing = report.get("hub", {}).get("license_missing_for")
     if missing:
