@@ -173,6 +173,8 @@ def test_runs_train_on_ray_workers_as_they_do_here(tiny, finished, monkeypatch):
     ("budget: {steps: 0}\narms: {a: {}}", "budget needs steps >= 1"),
     ("budget: {step: 3}\narms: {a: {}}", "unknown option 'step'"),
     ("seeds: []\narms: {a: {}}", "seeds must be"),
+    ("holdout: 1.5\narms: {a: {}}", "holdout must be a share between 0 and 1"),
+    ("holdout: 0.5\neval: {split: test}\narms: {a: {}}", "leave eval's data and split out"),
 ])
 def test_grid_errors_are_one_line_naming_the_file(tiny, text, needle):
     grid = tiny["tmp"] / "bad.yaml"
@@ -185,10 +187,33 @@ def test_grid_errors_are_one_line_naming_the_file(tiny, text, needle):
     assert not (tiny["tmp"] / "bad-out").exists()
 
 
+def test_holdout_trains_and_evaluates_on_disjoint_queries_of_one_split(tiny):
+    """A collection that labels one split: ``holdout`` trains on some of its queries and the
+    evaluation folder's qrels hold only the others, every judged line of each."""
+    from curate.ablate import arms as data
+    from curate.datasets.beir import read_qrels
+
+    grid_file = tiny["tmp"] / "holdout.yaml"
+    grid_file.write_text(f"data: {tiny['folder']}\nsplit: train\nholdout: 0.25\narms: {{a: {{}}}}\n")
+    grid = load_grid(grid_file)
+    assert grid.eval_split == "train" and grid.holdout == 0.25
+    work = tiny["tmp"] / "holdout-work"
+    trained = set(read_qrels(data.training_qrels(grid, work)))
+    folder = Path(data.holdout_data(grid, work))
+    evaluated = read_qrels(folder / "qrels" / "train.tsv")
+    everything = read_qrels(Path(tiny["folder"]) / "qrels" / "train.tsv")
+    assert trained and evaluated and not trained & set(evaluated)
+    assert trained | set(evaluated) == set(everything)
+    assert len(evaluated) == round(0.25 * len(everything))
+    assert all(evaluated[q] == everything[q] for q in evaluated)  # judged lines kept whole
+    assert (folder / "corpus.jsonl").read_bytes() == (Path(tiny["folder"]) / "corpus.jsonl").read_bytes()
+
+
 def test_shipped_grids_load(tiny):
     root = Path(__file__).resolve().parents[1] / "bench" / "grids"
     paths = sorted(root.glob("*.yaml"))
-    assert {"scifact.yaml", "nfcorpus.yaml", "scifact-corpus.yaml", "nfcorpus-relabel.yaml"} <= {p.name for p in paths}
+    assert {"scifact.yaml", "nfcorpus.yaml", "scifact-corpus.yaml", "nfcorpus-relabel.yaml",
+            "nq-utd-relabel.yaml"} <= {p.name for p in paths}
     for path in paths:
         grid = load_grid(path)
         names = {a.name for a in grid.arms}

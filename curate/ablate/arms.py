@@ -37,6 +37,8 @@ def training_qrels(grid: Grid, work: Path) -> Path:
     src = Path(grid.data) / "qrels" / f"{grid.split}.tsv"
     qrels = read_qrels(src)
     qids = sorted(qrels)
+    if grid.holdout:
+        qids = holdout_split(qids, grid.holdout)[0]
     if grid.queries and grid.queries < len(qids):
         qids = sorted(random.Random(f"ablate:{grid.queries}").sample(qids, grid.queries))
     shown = {q: _shown(qrels[q], grid.shown_positives) for q in qids}
@@ -49,6 +51,36 @@ def training_qrels(grid: Grid, work: Path) -> Path:
         lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t{r}" for q in qids for d, r in shown[q].items()]
         atomic_write_text(path, "\n".join(lines) + "\n")
     return path
+
+
+HOLDOUT_SEED = "halves:0"  # the shuffle bench/results' NQ-UTD halves were cut with
+
+
+def holdout_split(qids: list[str], share: float) -> tuple[list[str], list[str]]:
+    """(trained, evaluated): the sorted query ids shuffled once, the last ``share`` of them held out."""
+    order = sorted(qids)
+    random.Random(HOLDOUT_SEED).shuffle(order)
+    cut = len(order) - round(share * len(order))
+    return sorted(order[:cut]), sorted(order[cut:])
+
+
+def holdout_data(grid: Grid, work: Path) -> str:
+    """A BEIR folder in ``work`` whose ``eval_split`` qrels hold only the held-out queries (every
+    judged line of each, non-relevant ones too); corpus and queries are linked, not copied."""
+    from curate.core.jsonl import atomic_write_text
+    from curate.datasets.beir import read_qrels
+
+    qrels = read_qrels(Path(grid.data) / "qrels" / f"{grid.split}.tsv")
+    held = holdout_split(list(qrels), grid.holdout)[1]
+    folder = work / "holdout"
+    (folder / "qrels").mkdir(parents=True, exist_ok=True)
+    for name in ("corpus.jsonl", "queries.jsonl"):
+        link = folder / name
+        if not link.exists():
+            link.symlink_to((Path(grid.data) / name).resolve())
+    lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t{r}" for q in held for d, r in qrels[q].items()]
+    atomic_write_text(folder / "qrels" / f"{grid.eval_split}.tsv", "\n".join(lines) + "\n")
+    return str(folder)
 
 
 def _shown(labels: dict[str, int], n: int | None) -> dict[str, int]:

@@ -82,6 +82,7 @@ class Grid:
     light: bool = True
     queries: int | None = None
     shown_positives: int | None = None  # labels held back: each training query shows only its first N positives
+    holdout: float | None = None  # one labelled split: this share of its queries is evaluated, the rest trained on
     student: str | None = None
     budget: Budget = field(default_factory=Budget)
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
@@ -192,8 +193,8 @@ def load_grid(path: str | Path) -> Grid:
     if not path.is_file():
         raise CurateError(f"{path}: no such grid file")
     obj = read_yaml_mapping(path, "grid (data, eval, budget, seeds, arms)")
-    _check_keys(str(path), obj, {"data", "split", "queries", "shown_positives", "eval", "student", "budget", "seeds",
-                                 "arms"})
+    _check_keys(str(path), obj, {"data", "split", "queries", "shown_positives", "holdout", "eval", "student",
+                                 "budget", "seeds", "arms"})
     ev = _mapping(f"{path}: eval", obj.get("eval"))
     _check_keys(f"{path}: eval", ev, {"data", "split", "light"})
     budget_in = _mapping(f"{path}: budget", obj.get("budget"))
@@ -216,10 +217,19 @@ def load_grid(path: str | Path) -> Grid:
     shown = obj.get("shown_positives")
     if shown is not None and (not isinstance(shown, int) or isinstance(shown, bool) or shown < 1):
         raise CurateError(f"{path}: shown_positives must be an integer of at least 1 (or left out: all)")
+    holdout = obj.get("holdout")
+    if holdout is not None and (not isinstance(holdout, (int, float)) or isinstance(holdout, bool)
+                                or not 0 < holdout < 1):
+        raise CurateError(f"{path}: holdout must be a share between 0 and 1 of the split's queries (or left out)")
     data = _folder(path, obj.get("data"), "data")
+    split = str(obj.get("split", "train"))
+    if holdout is not None and ("data" in ev or ev.get("split", split) != split):
+        raise CurateError(f"{path}: with holdout the grid evaluates on its own split's held-out queries: "
+                          "leave eval's data and split out")
     grid = Grid(path=path, data=data, eval_data=_folder(path, ev.get("data", obj.get("data")), "eval data"),
-                split=str(obj.get("split", "train")), eval_split=str(ev.get("split", "test")),
+                split=split, eval_split=split if holdout is not None else str(ev.get("split", "test")),
                 light=bool(ev.get("light", True)), queries=queries, shown_positives=shown,
+                holdout=None if holdout is None else float(holdout),
                 student=obj.get("student"),
                 budget=budget, seeds=list(dict.fromkeys(seeds)),
                 arms=[_arm(path, str(name), spec) for name, spec in arms_in.items()])

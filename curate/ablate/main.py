@@ -224,6 +224,7 @@ def _budget_key(grid: Grid) -> dict[str, Any]:
     from dataclasses import asdict
 
     held_back = {"shown_positives": grid.shown_positives} if grid.shown_positives else {}  # older keys unchanged
+    held_back.update({"holdout": grid.holdout} if grid.holdout else {})
     return {"budget": asdict(grid.budget), "student": grid.student, "queries": grid.queries, **held_back,
             "data": grid.data, "split": grid.split, "eval": [grid.eval_data, grid.eval_split, grid.light]}
 
@@ -263,6 +264,8 @@ def run_ablate(opts: AblateOptions) -> dict[str, Any]:
                           f"(arms: {', '.join(a.name for a in grid.arms)})")
     work = Path(opts.out) / f"grid-{data.digest(_budget_key(grid))}"
     work.mkdir(parents=True, exist_ok=True)
+    if grid.holdout:  # evaluate on the split's held-out queries only
+        grid.eval_data = data.holdout_data(grid, work)
     # corpus arms read no query of the split: a grid of only those needs no training qrels
     needs_queries = any(a.kind == "st" or (a.kind == "curate" and a.generate is None) for a in grid.arms)
     qrels = data.training_qrels(grid, work) if needs_queries else None
