@@ -10,6 +10,8 @@ naming the file and the arm, before anything runs.
     split: train
     queries: 640                        # optional: the same seeded subset of queries for every arm
     shown_positives: 1                  # optional: each query shows its most relevant positive only
+    holdout: 0.5                        # optional, for one labelled split: evaluate on this share of its
+                                        # queries (eval then names no data or split), train on the rest
     eval: {data: ../shared/data/scifact, split: test, light: true}
     student: null                       # null: the bundled all-MiniLM-L6-v2
     budget: {steps: 40, batch_size: 16, lr: 2.0e-5, max_seq_length: 128}
