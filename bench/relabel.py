@@ -79,7 +79,8 @@ def oracle_answer(grid, hidden: dict[str, set[str]]):
     from curate.core.jsonl import read_jsonl
     from curate.corpus import read_corpus
 
-    qid_of = {str(obj.get("text", "")).strip(): str(obj.get("_id")) for _, obj in read_jsonl(Path(grid.data) / "queries.jsonl")}
+    queries = read_jsonl(Path(grid.data) / "queries.jsonl")
+    qid_of = {str(obj.get("text", "")).strip(): str(obj.get("_id")) for _, obj in queries}
     doc_of: dict[str, str] = {}
     for doc_id, text in read_corpus(Path(grid.data) / "corpus.jsonl"):
         doc_of.setdefault(text.strip(), doc_id)
@@ -116,15 +117,11 @@ def oracle(grid, mined: Path, out: Path, hidden: dict[str, set[str]]) -> Path:
 def serve(grid, port: int) -> None:
     """The scripted judge on a fixed port until interrupted, for the grid arms whose relabel recipe
     names it (``bench/grids/recipes/relabel-oracle.yaml``): the upper bound of relabelling."""
-    from tests.fake_llm_server import FakeLLMServer
+    from tests.fake_llm_server import FakeLLMServer, serve_forever
 
     srv = FakeLLMServer(port=port, responder=oracle_answer(grid, held_back(grid))).start()
     print(f"scripted relabel judge for {grid.data} on {srv.base_url}", flush=True)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        srv.stop()
+    serve_forever(srv)
 
 
 def llm_sample(mined: Path, out: Path, queries: int) -> Path:

@@ -779,6 +779,15 @@ def fake_llm_server(**kwargs: Any) -> Iterator[FakeLLMServer]:
         srv.stop()
 
 
+def serve_forever(srv: FakeLLMServer) -> None:  # pragma: no cover - manual use
+    """Keep a started server answering until Ctrl-C (or the process is killed)."""
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        srv.stop()
+
+
 def main() -> None:  # pragma: no cover - manual use
     ap = argparse.ArgumentParser(description="Run the fake OpenAI-compatible server.")
     ap.add_argument("--port", type=int, default=8000)
@@ -786,11 +795,7 @@ def main() -> None:  # pragma: no cover - manual use
     args = ap.parse_args()
     srv = FakeLLMServer(port=args.port, timeout_sleep=args.timeout_sleep).start()
     print(f"fake LLM server on {srv.base_url}", flush=True)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        srv.stop()
+    serve_forever(srv)
 
 
 if __name__ == "__main__":  # pragma: no cover

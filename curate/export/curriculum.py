@@ -31,7 +31,6 @@ every curriculum, with the same count per row as training rows.
 from __future__ import annotations
 
 import math
-
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass

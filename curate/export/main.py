@@ -197,7 +197,7 @@ def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: 
     rank = task_rank(items, opts.seed)
     phases = deal(train, curriculum, opts.batch_size, opts.seed)
     placed, unbatched, kinds = schedule(phases, bopts, opts.seed, rank)
-    dev_placed, dev_unbatched, dev_kinds = schedule([deal(dev, Curriculum("none"), opts.batch_size, opts.seed, by_level=False)[0]],
+    dev_placed, dev_unbatched, dev_kinds = schedule([deal(dev, Curriculum("none"), opts.batch_size, opts.seed)[0]],
                                                     bopts, opts.seed, rank, tail=False) if dev else ([], [], {})
     for split, left in (("train", unbatched), ("dev", dev_unbatched)):
         for it in left:

@@ -55,8 +55,6 @@ STEP = "relabel"
 # candidate stays a negative there. The order means nothing to a real judge.
 VERDICTS = ["not_relevant", "relevant", "better", "unsure"]
 PROMOTED = ("relevant", "better")
-# per-negative lists ``curate mine`` writes to meta["mine"], aligned with the negatives it mined
-MINE_ALIGNED = ("ranks", "doc_ids", "teachers")
 
 RELABEL_DEFAULTS: dict[str, Any] = {
     **{k: v for k, v in COMMON_DEFAULTS.items() if k != "on_error"},  # failures are always unsure
@@ -105,7 +103,8 @@ def relabel_params(params: dict[str, Any] | None) -> tuple[dict[str, Any], list[
     return p, judges, cascade
 
 
-def candidates(rec: Record, max_rank: int, min_score: float | None = None, per_record: int | None = None) -> list[int]:
+def candidates(rec: Record, max_rank: int, min_score: float | None = None,
+               per_record: int | None = None) -> list[int]:
     """Indices of the negatives to judge: teacher rank at most ``max_rank`` (the first ``max_rank``
     negatives when the record has no ranks that line up), score at least ``min_score`` if set, and
     of those the ``per_record`` hardest: a judge's calls can go to just the negatives an export
@@ -204,9 +203,7 @@ def relabel_record(rec: Record, decisions: Sequence[Decision]) -> Record:
             t.positive = negs[best].teacher_score
             t.positive_rank = ranks[best] if ranks_aligned else None
 
-    n_before = len(negs)
-    keep = [i for i in range(n_before) if i not in gone]
-    select_negatives(out, keep)
+    select_negatives(out, [i for i in range(len(negs)) if i not in gone])
     if t is not None:
         left = [n.teacher_score for n in out.negatives]
         t.margin = (margin_of(t.positive, left) if t.positive is not None and all(s is not None for s in left)
@@ -283,7 +280,8 @@ async def relabel(records: list[Record], params: dict[str, Any], ctx: FilterCont
         from curate.datasets.beir import read_qrels
 
         qrels = read_qrels(Path(p["qrels"]))  # read before any request: a bad file stops the run at once
-    todo = {i: ks for i, rec in enumerate(records) if (ks := candidates(rec, p["max_rank"], p["min_score"], p["per_record"]))}
+    todo = {i: ks for i, rec in enumerate(records)
+            if (ks := candidates(rec, p["max_rank"], p["min_score"], p["per_record"]))}
     base = {"records_in": len(records), "records_judged": len(todo), "judges": [j.name for j in judges],
             "cascade": cascade.name if cascade is not None else None}
     if not todo:

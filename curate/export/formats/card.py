@@ -52,19 +52,11 @@ def write_card(out_dir: Path, card: dict, files: dict[str, list[str]], tables: d
                columns: dict[str, str], usage: str, notes: list[str] = ()) -> Path:
     """Write ``out_dir/README.md``; ``columns`` explains each column, ``usage`` is a how-to section."""
     schema = next(iter(tables.values())).schema
-    front = {
-        "pretty_name": card.get("title") or "curate export",
-        **(card.get("hub") or {}),
-        "tags": ["curate", "text-embeddings"],
-        "configs": [{"config_name": "default",
-                     "data_files": [{"split": s, "path": paths} for s, paths in files.items()]}],
-        "dataset_info": {"features": yaml_features(schema),
-                         "splits": [{"name": s, "num_bytes": t.nbytes, "num_examples": t.num_rows}
-                                    for s, t in tables.items()]},
-    }
-    parts = ["---", yaml.safe_dump(front, sort_keys=False, allow_unicode=True, width=1000).rstrip(), "---", "",
-             f"# {card.get('title') or 'curate export'}", "",
-             "Made by `curate export`. Rows are stored in training order: the order in the files is the "
+    front = _front(card, configs=[_config("default", files)],
+                   dataset_info={"features": yaml_features(schema),
+                                 "splits": [{"name": s, "num_bytes": t.nbytes, "num_examples": t.num_rows}
+                                            for s, t in tables.items()]})
+    parts = ["Made by `curate export`. Rows are stored in training order: the order in the files is the "
              "order a trainer should read them, batch by batch.", ""]
     parts += _section("Rows per split", _kv_table({s: t.num_rows for s, t in tables.items()}))
     for key, value in card.items():  # counts, sources, filters, parameters, and whatever else it holds
@@ -74,9 +66,28 @@ def write_card(out_dir: Path, card: dict, files: dict[str, list[str]], tables: d
     if notes:
         parts += _section("Notes", "\n".join(f"- {n}" for n in notes))
     parts += _section("Training in file order", usage.strip())
+    return _write_readme(out_dir, card, front, parts)
+
+
+def _front(card: dict, **extra: Any) -> dict:
+    """The YAML front matter every card starts with: name, Hub metadata, tags, then ``extra``."""
+    return {"pretty_name": card.get("title") or "curate export", **(card.get("hub") or {}),
+            "tags": ["curate", "text-embeddings"], **extra}
+
+
+def _config(name: str, files: dict[str, list[str]], default: bool = False) -> dict:
+    """One ``datasets`` config: each split's files, listed one by one (a glob would read stale ones)."""
+    return {"config_name": name, **({"default": True} if default else {}),
+            "data_files": [{"split": s, "path": paths} for s, paths in files.items()]}
+
+
+def _write_readme(out_dir: Path, card: dict, front: dict, parts: list[str]) -> Path:
+    """``out_dir/README.md``: the front matter, the card's title, then ``parts``."""
+    head = ["---", yaml.safe_dump(front, sort_keys=False, allow_unicode=True, width=1000).rstrip(), "---", "",
+            f"# {card.get('title') or 'curate export'}", ""]
     path = out_dir / "README.md"
     with atomic_path(path) as tmp:
-        tmp.write_text("\n".join(parts).rstrip() + "\n", encoding="utf-8")
+        tmp.write_text("\n".join(head + parts).rstrip() + "\n", encoding="utf-8")
     return path
 
 
@@ -144,13 +155,9 @@ def write_index(out_dir: Path, card: dict, outputs: dict[str, list[str]], how_to
             if name.endswith(".parquet"):
                 shards.setdefault(name.split("-")[0], []).append(f)
         if shards:
-            configs.append({"config_name": fmt, **({"default": True} if not configs else {}),
-                            "data_files": [{"split": s, "path": paths} for s, paths in shards.items()]})
-    front = {"pretty_name": card.get("title") or "curate export", **(card.get("hub") or {}),
-             "tags": ["curate", "text-embeddings"], **({"configs": configs} if configs else {})}
-    parts = ["---", yaml.safe_dump(front, sort_keys=False, allow_unicode=True, width=1000).rstrip(), "---", "",
-             f"# {card.get('title') or 'curate export'}", "",
-             "Made by `curate export`: the same rows in one sub-folder per trainer's format. Rows are stored "
+            configs.append(_config(fmt, shards, default=not configs))
+    front = _front(card, **({"configs": configs} if configs else {}))
+    parts = ["Made by `curate export`: the same rows in one sub-folder per trainer's format. Rows are stored "
              "in training order. `export_report.json` has the counts, sources, filters and parameters.", ""]
     parts += _section("Formats", _kv_table({fmt: f"{fmt}/ ({len(files)} files)" for fmt, files in outputs.items()},
                                            ("format", "folder")))
@@ -159,10 +166,7 @@ def write_index(out_dir: Path, card: dict, outputs: dict[str, list[str]], how_to
                                      + ", ".join(f"`load_dataset(FOLDER, \"{c['config_name']}\")`" for c in configs)
                                      + " name each Parquet format.")
     parts += _section("Training", how_to_train)
-    path = out_dir / "README.md"
-    with atomic_path(path) as tmp:
-        tmp.write_text("\n".join(parts).rstrip() + "\n", encoding="utf-8")
-    return path
+    return _write_readme(out_dir, card, front, parts)
 
 
 def write_format_card(out_dir: Path, card: dict, fmt: str, files: list[Path], how_to_train: str,
@@ -175,18 +179,9 @@ def write_format_card(out_dir: Path, card: dict, fmt: str, files: list[Path], ho
         rel = Path(f).relative_to(out_dir)
         split = rel.parts[0] if len(rel.parts) > 1 else rel.name.split(".")[0]
         by_split.setdefault(split if split in ("train", "dev") else "train", []).append(rel.as_posix())
-    front = {"pretty_name": card.get("title") or "curate export", **(card.get("hub") or {}),
-             "tags": ["curate", "text-embeddings"]}
-    if configs:
-        front["configs"] = [{"config_name": "default",
-                             "data_files": [{"split": s, "path": paths} for s, paths in by_split.items()]}]
-    parts = ["---", yaml.safe_dump(front, sort_keys=False, allow_unicode=True, width=1000).rstrip(), "---", "",
-             f"# {card.get('title') or 'curate export'}", "",
-             f"The `{fmt}` format of a curate export: "
+    front = _front(card, **({"configs": [_config("default", by_split)]} if configs else {}))
+    parts = [f"The `{fmt}` format of a curate export: "
              + ", ".join(f"{split} in {', '.join(f'`{p}`' for p in paths)}" for split, paths in by_split.items())
              + ".", ""]
     parts += _section("Training", how_to_train)
-    path = out_dir / "README.md"
-    with atomic_path(path) as tmp:
-        tmp.write_text("\n".join(parts).rstrip() + "\n", encoding="utf-8")
-    return path
+    return _write_readme(out_dir, card, front, parts)

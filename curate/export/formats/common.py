@@ -158,12 +158,15 @@ def _nearest_having(texts: list[list[str]], idxs: list[int]) -> dict[int, int]:
     return out
 
 
+# FlagEmbedding's default student --temperature; its distillation scores are the teacher's cosine / this
+SCORE_TEMPERATURE = 0.02
+
+
 def teacher_scores(row: ExportRow, negs: list[str]) -> tuple[float, list[float]] | None:
     """The teacher's score of the row's positive and of each negative written (``negs``: the row's
     own, as a format writes them), or None when any is unknown: borrowed negatives, a row no
-    teacher scored. Distillation
-    readers (FlagEmbedding, Tevatron) need a score on every passage of a file, so a writer keeps
-    scores only in files where every row has them all."""
+    teacher scored. Distillation readers (FlagEmbedding, Tevatron) need a score on every passage
+    of a file, so a writer keeps scores only in files where every row has them all."""
     neg_scores = list(row.negative_scores)
     if (row.positive_score is None or len(neg_scores) != len(negs) or len(negs) != len(row.negatives)
             or any(s is None for s in neg_scores)):
@@ -187,10 +190,11 @@ class IdTable:
         self.by_id: dict[str, str] = {}
 
     def assign(self, text: str, preferred: str | None = None) -> str:
-        if self.ids_per_text == "given" and preferred not in (None, "") and self.by_id.get(str(preferred), text) == text:
-            self.by_id[str(preferred)] = text  # two sources asking the same question keep both their ids
-            self.by_text.setdefault(text, str(preferred))
-            return str(preferred)
+        given = None if preferred in (None, "") else str(preferred)
+        if self.ids_per_text == "given" and given is not None and self.by_id.get(given, text) == text:
+            self.by_id[given] = text  # two sources asking the same question keep both their ids
+            self.by_text.setdefault(text, given)
+            return given
         if text in self.by_text:
             return self.by_text[text]
         ident = str(preferred) if preferred not in (None, "") else stable_id(self.kind, text)

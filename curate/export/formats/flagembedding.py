@@ -31,14 +31,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from curate.core.jsonl import atomic_write_jsonl
-from curate.export.formats.common import (fill_negatives, raw_document, require_negatives, safe_name,
-                                          split_indices, teacher_scores)
+from curate.export.formats.common import (SCORE_TEMPERATURE, fill_negatives, raw_document, require_negatives,
+                                          safe_name, split_indices, teacher_scores)
 from curate.export.formats.card import write_format_card
 from curate.export.formats.usage import format_card_text
 from curate.export.rows import ExportRow
 
 NO_IN_BATCH = ("classification", "clustering")
-SCORE_TEMPERATURE = 0.02  # FlagEmbedding's default --temperature: scores are teacher cosine / this
 TRAIN = "train"  # the split whose files sit at the top of the folder
 
 
@@ -70,7 +69,8 @@ def write_flagembedding(rows: list[ExportRow], out_dir: Path, card: dict) -> lis
             atomic_write_jsonl(path, (_line(rows[i], negs[i], scores[i] if keep else None) for i in members))
             written.append(path)
     how = format_card_text("flagembedding", rows, card)
-    written.append(write_format_card(out_dir, card, "flagembedding", written, how, configs=False))  # README.md: not read
+    # its files differ in columns by task, so no datasets config; FlagEmbedding skips the README.md
+    written.append(write_format_card(out_dir, card, "flagembedding", written, how, configs=False))
     return written
 
 

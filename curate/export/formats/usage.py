@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from curate.export.formats.common import teacher_scores
+from curate.export.formats.common import SCORE_TEMPERATURE, teacher_scores
 from curate.export.rows import ExportRow
 
 CHARS_PER_TOKEN = 4  # English word pieces average about four characters
@@ -61,9 +61,9 @@ torchrun --nproc_per_node 1 -m FlagEmbedding.finetune.embedder.encoder_only.base
     --model_name_or_path BASE_MODEL --train_data {where['flagembedding']} \\
     --train_group_size {s.group_size} --query_max_len {s.query_max_len} --passage_max_len {s.passage_max_len} \\
     --query_instruction_for_retrieval "" --query_instruction_format "{{}}{{}}" \\
-    --temperature 0.02{" --knowledge_distillation True" if s.scored else ""} --output_dir OUT
+    --temperature {SCORE_TEMPERATURE}{" --knowledge_distillation True" if s.scored else ""} --output_dir OUT
 ```
-""" + ("The scores are the teacher's cosine / 0.02, the student's `--temperature`, so the teacher's "
+""" + (f"The scores are the teacher's cosine / {SCORE_TEMPERATURE}, the student's `--temperature`, so the teacher's "
        "softmax has the student's sharpness." if s.scored else
        "Some rows have no teacher scores, so the files train without distillation."))
     if "tevatron" in formats:
