@@ -119,7 +119,8 @@ def _key(r) -> tuple:
 
 def test_mined_levels_are_gap_quartiles(data):
     items, _ = load_inputs([data["mined"]])
-    levels, stats = assign_levels(items)
+    stats = assign_levels(items)
+    levels = [it.levels for it in items]
     gaps = []
     for it, lv in zip(items, levels):
         pos = it.record.teacher.positive
@@ -136,7 +137,8 @@ def test_mined_levels_are_gap_quartiles(data):
 
 def test_gap_ranks_within_a_record_give_every_level_and_pure_phases(data):
     items, _ = load_inputs([data["mined"]])
-    levels, stats = assign_levels(items, "record")
+    stats = assign_levels(items, "record")
+    levels = [it.levels for it in items]
     assert stats["gap_bins"] == "record"
     for it, lv in zip(items, levels):
         assert sorted(lv) == [1, 2, 3, 4]  # k=4: one of each
@@ -153,7 +155,8 @@ def test_given_levels_kept_and_unscored_negatives_placed_by_position(data):
     bare = Record(id="bare", task_type="short-long", task="t", query="q", positive="p",
                   negatives=[Negative(text=f"n{i}") for i in range(4)])
     items = [Item(gen, "a"), Item(bare, "b")]
-    levels, stats = assign_levels(items)
+    stats = assign_levels(items)
+    levels = [it.levels for it in items]
     assert levels[0] == [n.level for n in gen.negatives]
     assert levels[1] == [1, 2, 3, 4]
     assert stats["by_position"] == 4 and stats["given"] == 4
@@ -188,7 +191,8 @@ def test_mined_rows_take_the_nearest_level_and_count_it(data):
     off = [r for r in rows if r.levels and r.levels[0] != targets[r.phase]]
     assert report["curriculum"].get("rows_with_substituted_level", 0) == len(off) > 0
     items, _ = load_inputs([data["mined"]])
-    all_levels = dict(zip((it.record.id for it in items), assign_levels(items)[0]))
+    assign_levels(items)
+    all_levels = {it.record.id: it.levels for it in items}
     for r in off:  # a substitute is the nearest level the record has
         have = all_levels[r.record_id]
         assert targets[r.phase] not in have
@@ -204,7 +208,8 @@ def test_mined_records_are_dealt_to_the_phase_of_a_level_they_have(data):
     exact = [r for r in train if r.levels == [5 - r.phase]]
     assert len(exact) >= 0.95 * len(train)
     items, _ = load_inputs([data["mined"]])
-    all_levels = dict(zip((it.record.id for it in items), assign_levels(items)[0]))
+    assign_levels(items)
+    all_levels = {it.record.id: it.levels for it in items}
     blind = deal([it for it in items], parse_curriculum("mgh"), 8, 0, by_level=False)  # the same phases, dealt blindly
     blind_exact = sum(5 - p in all_levels[it.record.id] for p, phase in enumerate(blind, 1) for it in phase)
     assert len(exact) > blind_exact
@@ -244,7 +249,8 @@ def test_ordered_keeps_every_negative_and_trains_easy_records_first(data):
                            dev_fraction=0, negatives_per_row=None)
     train = [r for r in rows if r.split == "train"]
     items, _ = load_inputs([data["mined"]])
-    all_levels = dict(zip((it.record.id for it in items), assign_levels(items)[0]))
+    assign_levels(items)
+    all_levels = {it.record.id: it.levels for it in items}
     assert all(sorted(r.levels) == sorted(all_levels[r.record_id]) for r in train)  # nothing dropped
     assert all(r.levels == sorted(r.levels) for r in train)  # hardest first on the row
     phases = [r.phase for r in train]
@@ -268,6 +274,40 @@ def test_instruction_auto_is_none_for_one_task_and_e5_for_several(data):
     assert all(r.query_text == f"Instruct: {r.task}\nQuery: {r.query}" for r in both)
     _, report = _export(data["tmp"], [data["mined"]], "asked-e5", dev_fraction=0, instruction="e5")
     assert report["parameters"]["instruction"] == "e5" and "instruction_asked" not in report["parameters"]
+
+
+def test_the_export_enters_the_ordering_policy_once(data, monkeypatch):
+    """The export is one straight path: once the options are checked, ``curriculum.py`` (and
+    ``batching.py``, which it drives) is entered once, and the rows, the card and the writers
+    never call back into either."""
+    import sys
+
+    import curate.export.batching as batching_mod
+    import curate.export.curriculum as curriculum_mod
+
+    policy = {curriculum_mod.__file__, batching_mod.__file__}
+    entries: list[str] = []
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename in policy and (
+                frame.f_back is None or frame.f_back.f_code.co_filename not in policy):
+            entries.append(frame.f_code.co_name)
+
+    real = export_main._export
+
+    def traced(*args, **kwargs):
+        sys.setprofile(profile)
+        try:
+            return real(*args, **kwargs)
+        finally:
+            sys.setprofile(None)
+
+    monkeypatch.setattr(export_main, "_export", traced)
+    rows, report = _export(data["tmp"], [data["mined"], data["gen"]], "one-path", curriculum="mgh", batch_size=8,
+                           mixed_tail=1)
+    assert entries == ["order"]
+    assert {r.split for r in rows} == {"train", "dev"} and {r.phase for r in rows if r.split == "train"} == {1, 2, 3, 4}
+    assert report["curriculum"]["arm"] == "mgh" and report["batching"]["train"]["mixed"] >= 1
 
 
 # ---------------------------------------------------------------------------- batching

@@ -44,6 +44,7 @@ class BatchOptions:
 class Batch:
     items: list[Item]
     kind: str  # "task" (one task), "mixed" (leftovers, blended layout, tail), "last" (a split's final, partial batch)
+    phase: int = 0  # index of the phase it trains in (``schedule``)
 
 
 def spread(items: Sequence[Item], rng: random.Random, key: Callable[[Item], str] = lambda it: it.task_key
@@ -185,40 +186,20 @@ def finish(carry: Sequence[Item], size: int) -> tuple[list[Batch], list[Item]]:
     return batches + [Batch(best, "last")], [it for rows in rest if rows is not best for it in rows]
 
 
-@dataclass
-class Placed:
-    item: Item
-    phase: int  # index into the curriculum's phases
-    batch: int  # batch number within the split
-    kind: str
-
-
 def schedule(phases: Sequence[Sequence[Item]], opts: BatchOptions, seed: int, rank: dict[str, int],
-             tail: bool = True) -> tuple[list[Placed], list[Item], dict[str, int]]:
+             tail: bool = True) -> tuple[list[Batch], list[Item]]:
     """Batch each phase in turn; rows a phase could not place open the next one.
 
-    Returns the placed rows in training order, the rows dropped because the split's last batch
-    could not take them without repeating a text, and batch counts by kind.
+    Returns the batches in training order (each with the phase it trains in) and the rows
+    dropped because the split's last batch could not take them without repeating a text.
     """
     rng = random.Random(f"{seed}:batches")
-    placed: list[Placed] = []
-    kinds: dict[str, int] = {}
+    batches: list[Batch] = []
     carry: list[Item] = []
-    batch_no = 0
-
-    def emit(batch: Batch, phase: int) -> None:
-        nonlocal batch_no
-        placed.extend(Placed(it, phase, batch_no, batch.kind) for it in batch.items)
-        kinds[batch.kind] = kinds.get(batch.kind, 0) + 1
-        batch_no += 1
-
     for p, items in enumerate(phases):
         last = p == len(phases) - 1
-        batches, carry = layout_phase(carry + list(items), opts, rng, rank,
-                                      opts.mixed_tail if (last and tail) else 0)
-        for b in batches:
-            emit(b, p)
+        laid, carry = layout_phase(carry + list(items), opts, rng, rank, opts.mixed_tail if (last and tail) else 0)
+        batches += [Batch(b.items, b.kind, p) for b in laid]
     final, dropped = finish(carry, opts.batch_size)
-    for b in final:
-        emit(b, len(phases) - 1)
-    return placed, dropped, kinds
+    batches += [Batch(b.items, b.kind, len(phases) - 1) for b in final]
+    return batches, dropped

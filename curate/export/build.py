@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 from curate.export.inputs import Item
 from curate.export.instructions import Instruction
 from curate.taskspec import is_symmetric
 from curate.export.rows import ExportRow
 
 
-def build_row(item: Item, split: str, chosen: Sequence[int], levels: Sequence[int], phase: int | None,
-              batch: int, instruction: Instruction, extra_meta: dict[str, Any] | None = None) -> ExportRow:
-    rec = item.record
+def build_row(item: Item, instruction: Instruction) -> ExportRow:
+    """The row of an item the curriculum has placed (split, phase, batch and negatives set)."""
+    rec, chosen, levels = item.record, item.chosen, item.levels
     symmetric = is_symmetric(rec)
 
     def doc(text: str) -> str:
@@ -21,14 +18,14 @@ def build_row(item: Item, split: str, chosen: Sequence[int], levels: Sequence[in
 
     meta = dict(rec.meta or {})
     meta["export"] = {"input": item.source, **({"dataset": item.dataset} if item.dataset else {}),
-                      **(extra_meta or {})}
+                      "target_level": item.target, "batch_kind": item.batch_kind}
     return ExportRow(
-        record_id=rec.id, split=split, task_type=rec.task_type, task=rec.task, query=rec.query,
+        record_id=rec.id, split=item.split, task_type=rec.task_type, task=rec.task, query=rec.query,
         query_text=instruction.apply(rec.task, rec.query), positive=doc(rec.positive),
         negatives=[doc(rec.negatives[k].text) for k in chosen], instruction=instruction.prefix(rec.task),
         symmetric=symmetric, positive_score=rec.teacher.own_positive() if rec.teacher else None,
         negative_scores=[rec.negatives[k].teacher_score for k in chosen], levels=[levels[k] for k in chosen],
-        phase=phase, batch=batch, positive_id=rec.positive_id,
+        phase=item.phase, batch=item.batch, positive_id=rec.positive_id,
         negative_ids=[rec.negatives[k].doc_id for k in chosen],
         more_positives=[(p.text, p.doc_id) for p in rec.positives], meta=meta,
     )

@@ -26,17 +26,23 @@ substitution is counted for the card.
 
 Dev rows (``split="dev"``) have no phase and carry the hardest negatives, the end point of
 every curriculum, with the same count per row as training rows.
+
+``order`` is the export's one entry here: it deals the phases, has ``batching`` lay them out,
+and then gives each row its phase, batch and negatives, so the whole ordering policy is read
+in this module and ``batching`` only lays out what it is handed.
 """
 
 from __future__ import annotations
 
 import math
 import random
+from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from curate.core.errors import CurateError
-from curate.export.batching import spread
+from curate.export.batching import BatchOptions, schedule, spread, task_rank
 from curate.export.inputs import Item
 
 ARMS = ("none", "ordered", "mgh", "reverse", "random", "fixed:N")
@@ -230,3 +236,54 @@ def auto_per_row(items: Sequence[Item]) -> tuple[int | None, dict]:
     return chose, {"asked": "auto", "chose": "all" if chose is None else chose, "records_ranked": len(ranks),
                    f"positive_in_teacher_top_{AGREEMENT_TOP}": None if share is None else round(share, 4),
                    "share_low_95": None if low is None else round(low, 4), "threshold": AGREEMENT_SHARE}
+
+
+@dataclass
+class Ordering:
+    """The records as the trainer will read them: each item's phase, batch and negatives set."""
+
+    rows: list[Item]  # training rows in training order, then dev rows
+    left_over: list[Item]  # rows no batch at a split's end could take without repeating a text
+    batch_kinds: dict[str, dict[str, int]]  # per split: batches by kind
+    per_row: int | None  # negatives a row (None: every one)
+    auto: dict[str, Any] | None  # how ``auto`` chose, for the card
+    card: dict[str, Any] = field(default_factory=dict)  # the arm, its phase levels, rows it could not serve as asked
+
+
+def order(train: Sequence[Item], dev: Sequence[Item], curriculum: Curriculum, negatives_per_row: int | str | None,
+          batches: BatchOptions, seed: int, tasks: Sequence[Item]) -> Ordering:
+    """Phases, batches and each row's negatives; ``tasks``: every record read (one task order for all)."""
+    rank = task_rank(tasks, seed)
+    laid, left = schedule(deal(train, curriculum, batches.batch_size, seed), batches, seed, rank)
+    dev_laid, dev_left = schedule([deal(dev, Curriculum("none"), batches.batch_size, seed)[0]], batches, seed, rank,
+                                  tail=False) if dev else ([], [])
+    per_row, auto = (None if negatives_per_row == "all" else negatives_per_row), None
+    if per_row == "auto":
+        per_row, auto = auto_per_row(train)
+    negatives = RowNegatives(curriculum, per_row, seed)
+    stats: Counter = Counter()
+    rows: list[Item] = []
+    kinds: dict[str, dict[str, int]] = {}
+    for split, laid_out in (("train", laid), ("dev", dev_laid)):
+        kinds[split] = {}
+        for number, batch in enumerate(laid_out):
+            kinds[split][batch.kind] = kinds[split].get(batch.kind, 0) + 1
+            for it in batch.items:
+                phase = batch.phase if split == "train" else None
+                it.chosen, it.target = negatives(it.levels, phase)
+                it.batch, it.batch_kind = number, batch.kind
+                it.phase = phase + 1 if phase is not None and curriculum.phased else None
+                _count(it, stats)
+                rows.append(it)
+    card = {"arm": str(curriculum), "phase_levels": curriculum.phase_levels if curriculum.phased else None,
+            **dict(stats)}
+    return Ordering(rows, [*left, *dev_left], kinds, negatives.per_row, auto, card)
+
+
+def _count(it: Item, stats: Counter) -> None:
+    """Rows the curriculum could not serve as asked, for the card."""
+    if not it.chosen:
+        stats["rows_without_negatives"] += 1
+    elif it.target is not None and any(it.levels[k] != it.target for k in it.chosen):
+        stats["rows_with_substituted_level"] += 1
+        stats["negatives_substituted"] += sum(it.levels[k] != it.target for k in it.chosen)

@@ -29,7 +29,14 @@ class Item:
     record: Record
     source: str  # the input file it was read from
     dataset: str = ""  # dataset name for records mined from a dataset, else ""
+    # Filled in as the export goes, each by the step that decides it:
     levels: list[int] = field(default_factory=list)  # each negative's level, 1 hardest (levels.assign_levels)
+    split: str = "train"  # or "dev" (splits.split_dev)
+    batch: int = 0  # batch number within the split (curriculum.order, from batching.schedule)
+    batch_kind: str = ""  # task, mixed or last (batching.Batch.kind)
+    phase: int | None = None  # 1-based curriculum phase of a training row under a phased curriculum
+    chosen: list[int] = field(default_factory=list)  # indices of the negatives the row carries (curriculum.order)
+    target: int | None = None  # the level the row's negatives aimed at (None: hardest first)
 
     @cached_property
     def task_key(self) -> str:

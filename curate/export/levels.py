@@ -47,8 +47,8 @@ def quartile_levels(gaps: Sequence[float]) -> list[int]:
 GAP_BINS = ("export", "record")
 
 
-def assign_levels(items: Sequence[Item], gap_bins: str = "export") -> tuple[list[list[int]], dict[str, Any]]:
-    """Levels per negative of each item (parallel lists) and how they were obtained.
+def assign_levels(items: Sequence[Item], gap_bins: str = "export") -> dict[str, Any]:
+    """Set every item's ``levels`` (one per negative); returns how they were obtained, for the card.
 
     ``gap_bins``: quartiles of the gap over the whole export, or ranks within each record.
     """
@@ -83,7 +83,9 @@ def assign_levels(items: Sequence[Item], gap_bins: str = "export") -> tuple[list
             levels[r][n] = level
     stats: dict[str, Any] = {"given": given, "from_gap": len(gaps), "by_position": positional, "gap_bins": gap_bins,
                              "gap_edges": _edges(gaps, levels, gap_slots) if gap_bins == "export" else None}
-    return levels, stats
+    for it, lv in zip(items, levels):
+        it.levels = lv
+    return stats
 
 
 def _edges(gaps: list[float], levels: list[list[int]], slots: list[tuple[int, int]]) -> list[float] | None:

@@ -1,25 +1,26 @@
 """``curate export``: records in, one training-ordered row list out, written in every format asked.
 
-Order of work: read inputs (first copy of a record id wins) -> decontaminate against
-evaluation sets -> levels for every negative -> dev split -> curriculum phases -> batches ->
-rows -> format writers. Everything goes through the run folder (``curate.core.runner``): the
-files are staged and swapped in together, so a crashed run leaves the previous export (or
-nothing), never half of one, and a file this run read is never deleted.
+One straight path, a step each (``_export``): load (first copy of a record id wins) ->
+decontaminate against evaluation sets -> levels of every negative -> dev split -> curriculum
+(phases, then batches, then each row's negatives: ``curriculum.order``) -> rows -> card ->
+format writers. Every drop is a line of the run's ``rejected.jsonl``. Everything goes through
+the run folder (``curate.core.runner``): the files are staged and swapped in together, so a
+crashed run leaves the previous export (or nothing), never half of one, and a file this run
+read is never deleted.
 """
 
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from curate.core.errors import CurateError
-from curate.export.batching import LAYOUTS, TASK_ORDERS, BatchOptions, Placed, schedule, task_rank
+from curate.export.batching import LAYOUTS, TASK_ORDERS, BatchOptions
 from curate.export.build import build_row
-from curate.export.curriculum import AGREEMENT_TOP, Curriculum, RowNegatives, auto_per_row, deal, parse_curriculum
+from curate.export.curriculum import AGREEMENT_TOP, Curriculum, order, parse_curriculum
 from curate.export.decontaminate import decontaminate
 from curate.export.inputs import load_inputs
 from curate.export.instructions import Instruction, resolve
@@ -67,8 +68,9 @@ def _writers() -> dict[str, Callable]:
     return WRITERS
 
 
-def _check(opts: ExportOptions, writers: dict[str, Callable]) -> tuple[Curriculum, list[str], Instruction]:
-    """Every option checked before any input is read, each failure one line."""
+def _check(opts: ExportOptions, writers: dict[str, Callable]) -> tuple[Curriculum, list[str], Instruction | None]:
+    """Every option checked before any input is read, each failure one line. Returns the
+    curriculum, the formats and the instruction (None for ``auto``: the records decide it)."""
     if not opts.inputs:
         raise CurateError("give at least one --in FILE")
     for p in opts.inputs:
@@ -100,50 +102,13 @@ def _check(opts: ExportOptions, writers: dict[str, Callable]) -> tuple[Curriculu
         raise CurateError(f"--gap-levels {opts.gap_levels!r}: choose {' or '.join(GAP_BINS)}")
     if opts.mixed_tail < 0:
         raise CurateError("--mixed-tail must be 0 or more")
-    if opts.instruction != "auto":
-        Instruction(opts.instruction)  # a bad template fails here, before any input is read
+    instruction = None if opts.instruction == "auto" else Instruction(opts.instruction)  # a bad template fails here
     from curate.export.formats.hub import check_language, check_license
 
     check_license(opts.license)
     for lang in opts.language:
         check_language(lang)
-    return parse_curriculum(opts.curriculum), names
-
-
-def drop_counts(dropped: Counter, details: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """The card's drop counts, read from the run's drop log (``rejected.jsonl``: one line a
-    dropped record, counted by reason), so the card and the log cannot disagree."""
-    return [{"step": reason, "records_dropped": n, **details.get(reason, {})} for reason, n in dropped.items()]
-
-
-def _rows(placed: list[Placed], split: str, curriculum: Curriculum,
-          negatives: RowNegatives, instruction: Instruction, stats: Counter) -> list[ExportRow]:
-    rows = []
-    for p in placed:
-        lv = p.item.levels
-        chosen, target = negatives(lv, p.phase if split == "train" else None)
-        if not chosen:
-            stats["rows_without_negatives"] += 1
-        elif target is not None and any(lv[k] != target for k in chosen):
-            stats["rows_with_substituted_level"] += 1
-            stats["negatives_substituted"] += sum(lv[k] != target for k in chosen)
-        phase = p.phase + 1 if (split == "train" and curriculum.phased) else None
-        rows.append(build_row(p.item, split, chosen, lv, phase, p.batch, instruction,
-                              {"target_level": target, "batch_kind": p.kind}))
-    return rows
-
-
-def _counts(rows: list[ExportRow]) -> dict[str, Any]:
-    def tally(key) -> dict[str, int]:
-        return dict(sorted(Counter(str(key(r)) for r in rows).items()))
-
-    out: dict[str, Any] = dict(Counter(r.split for r in rows))
-    out["task_type"] = tally(lambda r: r.task_type)
-    out["phase"] = dict(sorted(Counter(str(r.phase) for r in rows if r.phase is not None).items()))
-    out["source"] = tally(lambda r: r.meta["export"]["input"])
-    out["level"] = dict(sorted(Counter(str(lv) for r in rows if r.split == "train" for lv in r.levels).items()))
-    out["batches"] = {s: len({r.batch for r in rows if r.split == s}) for s in ("train", "dev")}
-    return out
+    return parse_curriculum(opts.curriculum), names, instruction
 
 
 def _check_out(out: Path) -> None:
@@ -155,7 +120,7 @@ def _check_out(out: Path) -> None:
 def run_export(opts: ExportOptions) -> dict[str, Any]:
     started = time.perf_counter()
     writers = _writers()
-    curriculum, formats = _check(opts, writers)
+    curriculum, formats, instruction = _check(opts, writers)
     out = Path(opts.out)
     if out.exists() and not out.is_dir():
         raise CurateError(f"{out}: exists and is not a folder; choose another --out")
@@ -164,14 +129,14 @@ def run_export(opts: ExportOptions) -> dict[str, Any]:
     with open_run("export", out, {k: v for k, v in asdict(opts).items() if k != "out"}, inputs,
                   writes=writes) as run:
         _check_out(out)  # after the run folder finished any swap a killed export left
-        report = _export(opts, run, writers, curriculum, formats, started)
+        report = _export(opts, run, {n: writers[n] for n in formats}, curriculum, instruction, started)
         run.counts.update({k: v for k, v in report["counts"].items() if k in ("train", "dev")})
     _print_summary(report, out)
     return report
 
 
-def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: Curriculum, formats: list[str],
-            started: float) -> dict[str, Any]:
+def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: Curriculum,
+            instruction: Instruction | None, started: float) -> dict[str, Any]:
     items, sources = load_inputs(list(opts.inputs))
     for s in sources:
         for rec_id in s.skipped:
@@ -180,74 +145,39 @@ def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: 
                                           opts.decontaminate_ngram)
     for d in dropped:
         run.reject(d["id"], "decontaminate", source=d["source"])
-    instruction_spec = resolve(opts.instruction, {it.record.task for it in items})
-    instruction = Instruction(instruction_spec)
-    level_lists, level_stats = assign_levels(items, opts.gap_levels)
-    for it, lv in zip(items, level_lists):
-        it.levels = lv
-
+    level_stats = assign_levels(items, opts.gap_levels)
     train, dev, crossing, split_info = split_dev(items, opts.dev_fraction, opts.seed)
     for it in crossing:
         run.reject(it.record.id, "dev-query-overlap", source=it.source)
     if not train:
         raise CurateError(f"nothing to export: of {sum(s.records for s in sources)} records, {len(dropped)} matched "
                           f"--decontaminate sets and {len(dev)} went to dev; no training records are left")
-
-    bopts = BatchOptions(opts.batch_size, opts.batch_layout, opts.task_order, opts.mixed_tail)
-    rank = task_rank(items, opts.seed)
-    phases = deal(train, curriculum, opts.batch_size, opts.seed)
-    placed, unbatched, kinds = schedule(phases, bopts, opts.seed, rank)
-    dev_placed, dev_unbatched, dev_kinds = schedule([deal(dev, Curriculum("none"), opts.batch_size, opts.seed)[0]],
-                                                    bopts, opts.seed, rank, tail=False) if dev else ([], [], {})
-    for split, left in (("train", unbatched), ("dev", dev_unbatched)):
-        for it in left:
-            run.reject(it.record.id, "batch-repeat", split=split, source=it.source)
-
-    stats: Counter = Counter()
-    per_row, per_row_card = (None if opts.negatives_per_row == "all" else opts.negatives_per_row), None
-    if per_row == "auto":
-        per_row, per_row_card = auto_per_row(train)
-    negatives = RowNegatives(curriculum, per_row, opts.seed)
-    rows = _rows(placed, "train", curriculum, negatives, instruction, stats)
-    rows += _rows(dev_placed, "dev", curriculum, negatives, instruction, stats)
+    batches = BatchOptions(opts.batch_size, opts.batch_layout, opts.task_order, opts.mixed_tail)
+    ordering = order(train, dev, curriculum, opts.negatives_per_row, batches, opts.seed, items)
+    for it in ordering.left_over:
+        run.reject(it.record.id, "batch-repeat", split=it.split, source=it.source)
+    instruction = instruction or Instruction(resolve("auto", {it.record.task for it in items}))
+    rows = [build_row(it, instruction) for it in ordering.rows]
 
     params = dict(run.params)  # the options as given; the card adds what they resolved to
-    params.update(formats=formats, curriculum=str(curriculum),
-                  negatives_per_row="all" if negatives.per_row is None else negatives.per_row,
-                  instruction=instruction_spec)
+    params.update(formats=list(writers), curriculum=ordering.card["arm"],
+                  negatives_per_row="all" if ordering.per_row is None else ordering.per_row,
+                  instruction=instruction.spec)
     if opts.instruction == "auto":
         params["instruction_asked"] = "auto"
-    if per_row_card is not None:
+    if ordering.auto is not None:
         params["negatives_per_row_asked"] = "auto"
-    details = {"duplicate-id": {"note": "a record id already read from an earlier --in"},
-               "decontaminate": {"threshold": opts.decontaminate_threshold, "ngram": opts.decontaminate_ngram},
-               "batch-repeat": {"note": "left over at the end of a split and would repeat a query or positive "
-                                        "in its last batch"}}
-    filters = [*decon, *drop_counts(run.dropped, details)]
-    card: dict[str, Any] = {
-        "title": f"curate export: {len(rows)} rows from "
-                 f"{', '.join(str(Path(Path(s.path).parent.name, Path(s.path).name)) for s in sources)}",
-        "counts": _counts(rows),
-        "sources": [s.as_dict() for s in sources],
-        "filters": filters,
-        "parameters": params,
-        "levels": level_stats,
-        **({"negatives_per_row": per_row_card} if per_row_card is not None else {}),
-        "curriculum": {"arm": str(curriculum), "phase_levels": curriculum.phase_levels if curriculum.phased
-                       else None, **dict(stats)},
-        "batching": {"train": kinds, "dev": dev_kinds, "batch_size": opts.batch_size,
-                     "layout": opts.batch_layout, "task_order": opts.task_order, "mixed_tail": opts.mixed_tail},
-        "split": split_info,
-    }
-    from curate.export.formats.card import portable
+    from curate.export.formats.card import build_card
     from curate.export.formats.hub import hub_metadata
 
     hub, unlicensed = hub_metadata([s.dataset for s in sources], len(rows), opts.license, list(opts.language))
-    card["hub"] = {**hub, **({"license_missing_for": unlicensed} if unlicensed else {})}
-    card = portable(card, Path(opts.out))
-
-    return _write(run.dir, {n: writers[n] for n in formats}, rows, card, dropped if opts.decontaminate else None,
-                  started)
+    card = build_card(rows=rows, sources=sources, decontamination=decon, dropped=run.dropped, params=params,
+                      levels=level_stats, ordering=ordering,
+                      batching={"batch_size": opts.batch_size, "layout": opts.batch_layout,
+                                "task_order": opts.task_order, "mixed_tail": opts.mixed_tail},
+                      split=split_info, hub={**hub, **({"license_missing_for": unlicensed} if unlicensed else {})},
+                      out=Path(opts.out))
+    return _write(run.dir, writers, rows, card, dropped if opts.decontaminate else None, started)
 
 
 def _write(folder: Path, writers: dict[str, Callable], rows: list[ExportRow], card: dict[str, Any],

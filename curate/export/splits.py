@@ -75,11 +75,12 @@ def split_dev(items: Sequence[Item], fraction: float,
         dev = [it for it in items if _query(it) in queries]
         info = {"mode": "by-query", "dev_queries": len(queries),
                 "note": "fewer than two tasks, or none small enough to hold out: queries were held out instead"}
-    dev_ids = {id(it) for it in dev}
+    for it in dev:
+        it.split = "dev"
     dev_queries = {_query(it) for it in dev}
     train, crossing = [], []
     for it in items:
-        if id(it) in dev_ids:
+        if it.split == "dev":
             continue
         (crossing if _query(it) in dev_queries else train).append(it)
     info.update(fraction=fraction, dev_records=len(dev), train_records=len(train),

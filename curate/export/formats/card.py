@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,51 @@ import yaml
 
 from curate.export.formats.common import atomic_path
 from curate.export.formats.parquet import yaml_features
+
+
+DROP_NOTES = {"duplicate-id": "a record id already read from an earlier --in",
+              "batch-repeat": "left over at the end of a split and would repeat a query or positive in its last batch"}
+
+
+def build_card(*, rows: list, sources: list, decontamination: list[dict[str, Any]], dropped: Counter,
+               params: dict[str, Any], levels: dict[str, Any], ordering, batching: dict[str, Any],
+               split: dict[str, Any], hub: dict[str, Any], out: Path) -> dict[str, Any]:
+    """The export's card: what went in, what was dropped and why, and every setting as resolved.
+
+    The drop counts are read from the run's drop log (``rejected.jsonl``, counted by reason),
+    so the card and the log cannot disagree; every path is made portable."""
+    details = {**{k: {"note": v} for k, v in DROP_NOTES.items()},
+               "decontaminate": {"threshold": params["decontaminate_threshold"], "ngram": params["decontaminate_ngram"]}}
+    filters = [*decontamination, *({"step": reason, "records_dropped": n, **details.get(reason, {})}
+                                   for reason, n in dropped.items())]
+    card: dict[str, Any] = {
+        "title": f"curate export: {len(rows)} rows from "
+                 f"{', '.join(str(Path(Path(s.path).parent.name, Path(s.path).name)) for s in sources)}",
+        "counts": _counts(rows),
+        "sources": [s.as_dict() for s in sources],
+        "filters": filters,
+        "parameters": params,
+        "levels": levels,
+        **({"negatives_per_row": ordering.auto} if ordering.auto is not None else {}),
+        "curriculum": ordering.card,
+        "batching": {"train": ordering.batch_kinds["train"], "dev": ordering.batch_kinds["dev"], **batching},
+        "split": split,
+        "hub": hub,
+    }
+    return portable(card, out)
+
+
+def _counts(rows: list) -> dict[str, Any]:
+    def tally(key) -> dict[str, int]:
+        return dict(sorted(Counter(str(key(r)) for r in rows).items()))
+
+    out: dict[str, Any] = dict(Counter(r.split for r in rows))
+    out["task_type"] = tally(lambda r: r.task_type)
+    out["phase"] = dict(sorted(Counter(str(r.phase) for r in rows if r.phase is not None).items()))
+    out["source"] = tally(lambda r: r.meta["export"]["input"])
+    out["level"] = dict(sorted(Counter(str(lv) for r in rows if r.split == "train" for lv in r.levels).items()))
+    out["batches"] = {s: len({r.batch for r in rows if r.split == s}) for s in ("train", "dev")}
+    return out
 
 
 PATH_KEYS = ("path", "inputs", "qrels", "corpus")  # card entries whose strings are file paths
