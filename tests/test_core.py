@@ -10,7 +10,7 @@ import pytest
 from curate.core.errors import CurateError
 from curate.core.jsonl import JsonlAppender, atomic_write_text, read_jsonl, trim_partial_tail
 from curate.near_dup import NearDupIndex
-from curate.core.records import FAMILIES, SCHEMA_VERSION, Negative, Record, read_records
+from curate.core.records import FAMILIES, SCHEMA_VERSION, Negative, Positive, Record, read_records
 from curate.taskspec import load_spec
 from curate.templates import load_template, render
 
@@ -26,6 +26,17 @@ def test_record_round_trips_through_json():
     r = _record(positive_score=9, meta={"seed": 3})
     again = Record.from_dict(json.loads(json.dumps(r.to_dict())))
     assert again == r
+    assert "positive_title" not in r.to_dict() and "title" not in r.to_dict()["negatives"][0]  # only when known
+
+
+def test_titles_round_trip_and_must_be_strings():
+    r = _record(positive="A title. The body.", positive_title="A title.",
+                positives=[Positive("B. More.", "d2", "B.")], negatives=[Negative("C. Text.", title="C.")])
+    d = r.to_dict()
+    assert (d["positive_title"], d["positives"][0]["title"], d["negatives"][0]["title"]) == ("A title.", "B.", "C.")
+    assert Record.from_dict(json.loads(json.dumps(d))) == r
+    with pytest.raises(ValueError, match="negative 1 'title' must be a string"):
+        Record.from_dict({**d, "negatives": [{"text": "n", "title": 3}]})
 
 
 def test_read_records_names_file_and_line_of_a_bad_record(tmp_path):

@@ -21,6 +21,7 @@ import jsonschema
 import pytest
 import yaml
 
+from curate.corpus import doc_text
 from curate.datasets.beir import load_beir
 from curate.core.errors import CurateError
 from curate.export.formats import WRITERS
@@ -73,8 +74,16 @@ def _rows() -> list[ExportRow]:
             negative_ids=[] if k == NO_IDS else list(neg_ids),
             more_positives=[(data.corpus[d], d) for d in relevant[1:]],
             meta={"query_id": qid, "source": "scifact"},
+            titles={data.corpus[d]: data.titles[d] for d in (pos_id, *neg_ids, *relevant[1:]) if d in data.titles},
         ))
     return rows
+
+
+def _tevatron_text(r: ExportRow, text: str) -> str:
+    """What Tevatron encodes for a passage: its title, a space, its text; a bare document
+    (instruction in front, or no title) has an empty title, so it starts with the space."""
+    title = r.titles.get(text)
+    return text if title and text.startswith(title + " ") else " " + text
 
 
 CARD = {"title": "SciFact test export",
@@ -313,12 +322,18 @@ def test_tevatron_trains_on_every_row_with_scores_and_titles(export, tmp_path):
         for line, r in zip(got, want):
             jsonschema.validate(line, TEVATRON_SCHEMA)
             query, texts, _ = tevatron_group(line, group_size=len(r.negatives) + 1 if r.negatives else 3)
-            assert query == r.query_text and texts[0] == " " + r.positive  # an empty title and Tevatron's space
+            assert query == r.query_text and texts[0] == _tevatron_text(r, r.positive)
+            titles = [p["title"] for p in line["positive_passages"] + line["negative_passages"]]
+            if r.symmetric:  # the instruction leads the document: it stays whole, the title empty
+                assert not any(titles)
+            else:  # the title apart, and Tevatron joins it back into the text curate trained with
+                assert line["positive_passages"][0]["title"] == r.titles[r.positive] != ""
             if r.negatives:
-                assert sorted(texts[1:]) == sorted(" " + t for t in r.negatives)
+                assert sorted(texts[1:]) == sorted(_tevatron_text(r, t) for t in r.negatives)
             else:
                 batch = {t for o in want if o.batch == r.batch for t in o.negatives}
-                assert {t[1:] for t in texts[1:]} <= batch  # borrowed from its batch
+                assert {t.lstrip() for t in texts[1:]} <= {t.lstrip() for t in batch} | {
+                    _tevatron_text(o, t) for o in want for t in o.negatives}  # borrowed from its batch
             assert line["query_id"] == r.meta["query_id"]
             if r.positive_id:
                 assert line["positive_passages"][0]["docid"] == r.positive_id
@@ -332,8 +347,8 @@ def test_tevatron_trains_on_every_row_with_scores_and_titles(export, tmp_path):
         for line, r in zip(tevatron_rows(tmp_path / f"{split}.jsonl"), _split(scored, split)):
             _, texts, scores = tevatron_group(line, group_size=len(r.negatives) + 1, distil=True)
             by_text = dict(zip(texts, scores))
-            assert by_text[" " + r.positive] == pytest.approx(r.positive_score)
-            assert [by_text[" " + t] for t in r.negatives] == pytest.approx(r.negative_scores)
+            assert by_text[_tevatron_text(r, r.positive)] == pytest.approx(r.positive_score)
+            assert [by_text[_tevatron_text(r, t)] for t in r.negatives] == pytest.approx(r.negative_scores)
 
 
 def test_nemo_is_what_custom_retrieval_data_module_reads(export):
@@ -410,6 +425,10 @@ def test_beir_reloads_with_qrels_on_the_right_texts(export):
                 assert got.corpus[r.positive_id] == data.corpus[r.positive_id]
     assert sum(len(r.more_positives) for r in rows) == 2  # two dev claims have a second abstract
     corpus = read_jsonl(out / "corpus.jsonl")
+    for c in corpus:  # the title apart where the document has one; joined, the text curate trained with
+        c["text"] = doc_text(c)
+    titled, known = [c for c in corpus if c["title"]], set(data.titles.values())
+    assert len(titled) > len(corpus) / 2 and all(c["title"] in known for c in titled)
     assert len({c["text"] for c in corpus}) == len(corpus)  # deduplicated by text
     assert all(c["text"] in texts for c in corpus)  # bare texts: no instruction left on any
     # a text keeps the corpus id any row gives it; only texts no row gives an id get a hash

@@ -151,3 +151,23 @@ def test_cli_beir_folder_matches_pairs_run(scifact):
         assert [n["text"] for n in rec["negatives"]] == pairs_run[rec["query"]][0]
         assert not set(rec["meta"]["mine"]["doc_ids"]) & set(data.qrels[qid])
     assert "curate: error" not in proc.stderr
+
+
+def test_mined_records_keep_each_documents_title(tmp_path):
+    """SciFact's documents have titles: a mined record's texts are title and body as one (what
+    every stage encodes), and each document's title is kept beside it for the formats that have
+    a title field."""
+    from tests.mine_helpers import HashTeacher
+
+    run_mine(MineOptions(out=str(tmp_path / "m"), data=str(SHARED_DATA / "scifact"), split="train", method="naive",
+                         k=4, limit=30, positive_top=0, plots=False), teachers=[HashTeacher("hash", dim=64)])
+    data = load_beir(SHARED_DATA / "scifact", "train")
+    recs = read_jsonl(tmp_path / "m" / "mined.jsonl")
+    assert len(recs) == 30
+    docs = [(r["positive"], r["positive_id"], r.get("positive_title")) for r in recs]
+    docs += [(n["text"], n["doc_id"], n.get("title")) for r in recs for n in r["negatives"]]
+    docs += [(p["text"], p["doc_id"], p.get("title")) for r in recs for p in r["positives"]]
+    assert sum(title is not None for _, _, title in docs) > 0.9 * len(docs)
+    for text, doc_id, title in docs:
+        assert text == data.corpus[doc_id] and title == data.titles.get(doc_id)
+        assert title is None or text.startswith(title + " ")

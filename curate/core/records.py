@@ -34,6 +34,11 @@ def stable_id(*parts: Any, length: int = 16) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:length]
 
 
+# Titles: a document read from a corpus with titles is one text, the title first (BEIR's
+# convention, what every stage encodes and compares). Its title is kept beside that text too, so
+# a format with a title field (Tevatron's passages, a BEIR corpus) can give it back apart.
+
+
 @dataclass
 class Negative:
     """One negative; ``level`` 1 is the hardest (closest to the query), 4 the easiest."""
@@ -45,6 +50,7 @@ class Negative:
     teacher_score: float | None = None  # filled by teacher-based stages
     source: str = "llm"  # "llm" for generated, "mined" for retrieved from a corpus
     doc_id: str | None = None  # the corpus id of a mined negative
+    title: str | None = None  # its document's title, which ``text`` begins with (titles: see above)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], where: str = "negative") -> Negative:
@@ -60,6 +66,7 @@ class Negative:
         _typed(d, "source", str, "a string", where)
         if d.get("doc_id") is not None and not isinstance(d["doc_id"], (str, int)):
             raise ValueError(f"{where} 'doc_id' must be a string")
+        _typed(d, "title", str, "a string", where)
         known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
         if known.get("doc_id") is not None:
             known["doc_id"] = str(known["doc_id"])
@@ -74,6 +81,7 @@ class Positive:
 
     text: str
     doc_id: str | None = None  # the corpus id, for a positive that came from a corpus
+    title: str | None = None  # its document's title, which ``text`` begins with (titles: see above)
 
     @classmethod
     def from_dict(cls, d: Any, where: str = "positive") -> Positive:
@@ -81,7 +89,11 @@ class Positive:
             raise ValueError(f"{where} must be an object with a 'text'")
         _text(d, "text", where)
         _doc_id(d, "doc_id", where)
-        return cls(d["text"], None if d.get("doc_id") is None else str(d["doc_id"]))
+        _typed(d, "title", str, "a string", where)
+        return cls(d["text"], None if d.get("doc_id") is None else str(d["doc_id"]), d.get("title"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "doc_id": self.doc_id, **({"title": self.title} if self.title is not None else {})}
 
 
 @dataclass
@@ -140,6 +152,7 @@ class Record:
     query: str
     positive: str
     positive_id: str | None = None  # the corpus id of ``positive``, when it came from a corpus
+    positive_title: str | None = None  # its document's title, which ``positive`` begins with (titles: see above)
     positives: list[Positive] = field(default_factory=list)  # further labelled positives (never negatives)
     negatives: list[Negative] = field(default_factory=list)
     positive_score: float | None = None
@@ -157,8 +170,11 @@ class Record:
         """A plain dict in field order. Built directly: ``asdict`` deep-copies every nested
         value, a cost that shows when thousands of records a second are written."""
         d = {name: getattr(self, name) for name in self.__dataclass_fields__}
-        d["positives"] = [{"text": p.text, "doc_id": p.doc_id} for p in self.positives]
-        d["negatives"] = [{name: getattr(n, name) for name in n.__dataclass_fields__} for n in self.negatives]
+        if self.positive_title is None:
+            del d["positive_title"]
+        d["positives"] = [p.to_dict() for p in self.positives]
+        d["negatives"] = [{name: getattr(n, name) for name in n.__dataclass_fields__
+                           if name != "title" or n.title is not None} for n in self.negatives]
         d["teacher"] = self.teacher.to_dict() if self.teacher is not None else None
         d["scores"], d["meta"] = dict(self.scores), dict(self.meta)
         return d
@@ -185,6 +201,7 @@ class Record:
         for k in ("scores", "meta"):
             _typed(d, k, dict, "an object", "record")
         _doc_id(d, "positive_id", "record")
+        _typed(d, "positive_title", str, "a string", "record")
         positives = d.get("positives") or []
         if not isinstance(positives, list):
             raise ValueError("record field 'positives' must be a list")

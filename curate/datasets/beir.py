@@ -6,7 +6,7 @@ from collections.abc import Container
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from curate.corpus import read_corpus
+from curate.corpus import read_corpus_entries
 from curate.core.errors import CurateError
 from curate.core.jsonl import read_jsonl, read_lines
 
@@ -28,10 +28,11 @@ class DroppedQrel:
 
 @dataclass
 class BeirData:
-    corpus: dict[str, str]
+    corpus: dict[str, str]  # id -> text, the title first (curate.corpus.doc_text)
     queries: dict[str, str]
     qrels: dict[str, dict[str, int]] = field(default_factory=dict)  # query id -> {doc id: relevance}
     dropped: list[DroppedQrel] = field(default_factory=list)  # qrels lines citing unknown ids
+    titles: dict[str, str] = field(default_factory=dict)  # id -> title, for documents that have one
 
     def relevant(self, qid: str, min_score: int = 1) -> list[str]:
         return [d for d, s in self.qrels.get(qid, {}).items() if s >= min_score]
@@ -104,13 +105,14 @@ def load_beir(folder: str | Path, split: str | None = "test", qrels: str | Path 
     if not (folder / "corpus.jsonl").exists():
         raise CurateError(f"{folder}: not a BEIR folder (no corpus.jsonl)")
     qrels_path = Path(qrels) if qrels else qrels_file(folder, split) if split else None  # before the big read
-    corpus = dict(read_corpus(folder / "corpus.jsonl"))
+    entries = read_corpus_entries(folder / "corpus.jsonl")
+    corpus = {e.id: e.joined() for e in entries}
     queries = {}
     for lineno, obj in read_jsonl(folder / "queries.jsonl"):
         if not isinstance(obj, dict) or "_id" not in obj or not isinstance(obj.get("text"), str):
             raise CurateError(f"{folder / 'queries.jsonl'}:{lineno}: a query line needs '_id' and 'text'")
         queries[str(obj["_id"])] = obj["text"]
-    data = BeirData(corpus=corpus, queries=queries)
+    data = BeirData(corpus=corpus, queries=queries, titles={e.id: e.title for e in entries if e.title})
     if qrels_path is not None:
         data.qrels = read_qrels(qrels_path, corpus, queries, data.dropped)
     return data

@@ -157,7 +157,10 @@ def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: 
     for it in ordering.left_over:
         run.reject(it.record.id, "batch-repeat", split=it.split, source=it.source)
     instruction = instruction or Instruction(resolve("auto", {it.record.task for it in items}))
-    rows = [build_row(it, instruction) for it in ordering.rows]
+    from curate.export.formats.card import build_card, portable_path
+
+    named = {s.path: portable_path(s.path, Path(opts.out)) for s in sources}  # no local path in the rows
+    rows = [build_row(it, instruction, named[it.source]) for it in ordering.rows]
 
     params = dict(run.params)  # the options as given; the card adds what they resolved to
     params.update(formats=list(writers), curriculum=ordering.card["arm"],
@@ -167,7 +170,6 @@ def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: 
         params["instruction_asked"] = "auto"
     if ordering.auto is not None:
         params["negatives_per_row_asked"] = "auto"
-    from curate.export.formats.card import build_card
     from curate.export.formats.hub import hub_metadata
 
     hub, unlicensed = hub_metadata([s.dataset for s in sources], len(rows), opts.license, list(opts.language))

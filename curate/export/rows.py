@@ -30,4 +30,5 @@ class ExportRow:
     positive_id: str | None = None  # corpus ids, when the record came from a corpus (BEIR export)
     negative_ids: list[str | None] = field(default_factory=list)
     more_positives: list[tuple[str, str | None]] = field(default_factory=list)  # further relevant (text, corpus id)
+    titles: dict[str, str] = field(default_factory=dict)  # bare document text -> its title, where it has one
     meta: dict[str, Any] = field(default_factory=dict)  # provenance carried from the record

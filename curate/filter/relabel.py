@@ -178,9 +178,9 @@ def relabel_record(rec: Record, decisions: Sequence[Decision]) -> Record:
             pos_scores = pos_scores + [s] if s is not None else None
 
     if best is not None:
-        old, old_score = Positive(out.positive, out.positive_id), pos_scores[0] if pos_scores else None
+        old, old_score = Positive(out.positive, out.positive_id, out.positive_title), pos_scores[0] if pos_scores else None
         new = negs[best]
-        out.positive, out.positive_id = new.text, new.doc_id
+        out.positive, out.positive_id, out.positive_title = new.text, new.doc_id, new.title
         if pos_scores is not None:
             pos_scores = [new.teacher_score, *pos_scores[1:]] if new.teacher_score is not None else None
         out.positives = [p for p in out.positives if p.text != new.text]  # it was listed there as well
@@ -188,7 +188,7 @@ def relabel_record(rec: Record, decisions: Sequence[Decision]) -> Record:
             pos_scores = None
         add(old, old_score)
     for k in promoted:
-        add(Positive(negs[k].text, negs[k].doc_id), negs[k].teacher_score)
+        add(Positive(negs[k].text, negs[k].doc_id, negs[k].title), negs[k].teacher_score)
 
     if t is not None:
         if t.positives is not None:

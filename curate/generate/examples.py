@@ -124,6 +124,7 @@ def answer_to_record(spec: TaskSpec, item: Item, example: Example, meta: dict[st
         query=given["query"] if "query" in given else example.query,
         positive=given["positive"] if "positive" in given else example.positive,
         positive_id=given.get("positive_id"),  # the corpus id of a given positive (--from-corpus)
+        positive_title=given.get("positive_title"),
         positives=[Positive.from_dict(d, "given positive") for d in given.get("positives", [])],  # a bundle's
         negatives=example.negatives,
         positive_score=example.positive_score,

@@ -77,11 +77,12 @@ def corpus_items(spec: TaskSpec, docs: Documents, n: int | None, tasks: Sequence
     for p in passages:
         text = passage_text(p)
         meta = {"passage": {"id": p.id, "doc_id": p.doc_id, "source": p.source, "k": p.k}}
-        given = {"positive": text, "positive_id": p.id}
+        given = {"positive": text, "positive_id": p.id, **({"positive_title": p.title} if p.title else {})}
         key: tuple = ("passage", p.id, text)
         if spec.bundle:
             others = bundles[p.id][1:]
-            given["positives"] = [{"text": passage_text(o), "doc_id": o.id} for o in others]
+            given["positives"] = [{"text": passage_text(o), "doc_id": o.id, **({"title": o.title} if o.title else {})}
+                                  for o in others]
             given["passages"] = [text, *(passage_text(o) for o in others)]
             meta["bundle"] = [p.id, *(o.id for o in others)]
             key += tuple(o.id for o in others)
@@ -121,7 +122,7 @@ def extracted_records(passages: Sequence[Passage], how: str, task: str) -> list[
         if not query:
             continue
         out.append(Record(id=stable_id(FAMILY, how, p.id), task_type=FAMILY, task=task, query=query,
-                          positive=passage_text(p), positive_id=p.id,
+                          positive=passage_text(p), positive_id=p.id, positive_title=p.title or None,
                           meta={"passage": {"id": p.id, "doc_id": p.doc_id, "source": p.source, "k": p.k},
                                 "query_from": how}))
     return out

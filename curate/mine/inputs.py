@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from curate.corpus import read_corpus
+from curate.corpus import read_corpus_entries
 from curate.core.errors import CurateError
 from curate.core.jsonl import read_jsonl
 from curate.core.records import Record, first_of_each_id, read_records, stable_id
@@ -49,6 +49,7 @@ class Corpus:
         self.ids: list[list[str]] = []
         self._by_text: dict[str, int] = {}
         self._by_id: dict[str, int] = {}
+        self.titles: dict[int, str] = {}  # text index -> its document's title, where it has one
         self.added = 0  # texts added because a positive was not in the corpus file
         self.duplicates = 0  # corpus lines whose text an earlier line already had
 
@@ -56,11 +57,11 @@ class Corpus:
     def from_file(cls, path: str | Path | None) -> Corpus:
         corpus = cls()
         if path is not None:
-            for doc_id, text in read_corpus(path):
-                corpus.add(text, doc_id)
+            for e in read_corpus_entries(path):
+                corpus.add(e.joined(), e.id, title=e.title)
         return corpus
 
-    def add(self, text: str, doc_id: str | None = None, positive: bool = False) -> int:
+    def add(self, text: str, doc_id: str | None = None, positive: bool = False, title: str = "") -> int:
         idx = self._by_text.get(text)
         if idx is None:
             idx = len(self.texts)
@@ -71,6 +72,8 @@ class Corpus:
                 self.added += 1
         elif doc_id is not None and not positive:
             self.duplicates += 1
+        if title and text.startswith(title):
+            self.titles.setdefault(idx, title)
         if doc_id is not None and doc_id not in self._by_id:
             self._by_id[doc_id] = idx
             self.ids[idx].append(doc_id)
@@ -84,6 +87,9 @@ class Corpus:
 
     def doc_id(self, idx: int) -> str:
         return self.ids[idx][0] if self.ids[idx] else f"text:{stable_id(self.texts[idx])}"
+
+    def title(self, idx: int) -> str | None:
+        return self.titles.get(idx)
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -176,7 +182,7 @@ def load_beir_input(folder: str | Path, split: str = "train", qrels_path: str | 
     qrels = data.qrels
     corpus = Corpus()
     for doc_id, text in data.corpus.items():
-        corpus.add(text, doc_id)
+        corpus.add(text, doc_id, title=data.titles.get(doc_id, ""))
     inp = MineInput([], corpus, {"kind": "beir", "path": str(folder), "split": split,
                                  "qrels": str(qrels_path or folder / "qrels" / f"{split}.tsv"),
                                  "min_relevance": min_relevance})

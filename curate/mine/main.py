@@ -67,7 +67,8 @@ def _record(item: MineItem, picks: list[Pick], mined_by: dict[int, Mined], inp: 
             opts: MineOptions, models: list[str], scorer_name: str | None) -> Record:
     corpus = inp.corpus
     negatives = [Negative(text=corpus.texts[p.doc], level=_level(i, cfg.k) if opts.levels else None,
-                          teacher_score=float(p.score), source="mined", doc_id=corpus.doc_id(p.doc))
+                          teacher_score=float(p.score), source="mined", doc_id=corpus.doc_id(p.doc),
+                          title=corpus.title(p.doc))
                  for i, p in enumerate(picks)]
     first_t = min(mined_by)
     first = mined_by[first_t]
@@ -101,13 +102,14 @@ def _record(item: MineItem, picks: list[Pick], mined_by: dict[int, Mined], inp: 
         rec.meta = dict(rec.meta or {})
         rec.meta["mine"] = mine_meta
         return rec
-    positives = [Positive(corpus.texts[j], corpus.doc_id(j)) for j in item.positives]
+    positives = [Positive(corpus.texts[j], corpus.doc_id(j), corpus.title(j)) for j in item.positives]
     meta: dict[str, Any] = {"source": inp.source.get("kind")}
     if item.query_id is not None:
         meta["query_id"] = item.query_id
     meta["mine"] = mine_meta
     return Record(id=item.record_id, task_type=item.task_type or "retrieval", task=item.task or opts.task_text,
                   query=item.query, positive=positives[0].text, positive_id=positives[0].doc_id,
+                  positive_title=positives[0].title,
                   positives=positives[1:], negatives=negatives, teacher=teacher, meta=meta)
 
 

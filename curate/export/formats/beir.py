@@ -5,14 +5,15 @@ qrels. Texts are bare (no instruction; ``queries.jsonl`` keeps it in an ``instru
 field), documents are deduplicated by text, and a document keeps its corpus id when the row
 has one (``positive_id``/``negative_ids``, and for mined rows ``more_positives``: the record's
 further labelled positives), else a stable hash of its text.
-Qrels list positives only, relevance 1; negatives are in the corpus as distractors.
+Qrels list positives only, relevance 1; negatives are in the corpus as distractors. A document
+from a corpus with titles gets its title back in ``title``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from curate.export.formats.common import atomic_path, doc_ids, id_tables, query_id, split_indices
+from curate.export.formats.common import atomic_path, doc_ids, id_tables, query_id, split_indices, split_title
 from curate.export.rows import ExportRow
 from curate.core.jsonl import atomic_write_jsonl
 
@@ -33,7 +34,9 @@ def write_beir(rows: list[ExportRow], out_dir: Path, card: dict) -> list[Path]:
             for text, given in row.more_positives:
                 pairs[(qid, docs.assign(text, given))] = None
     written = [out_dir / "corpus.jsonl", out_dir / "queries.jsonl"]
-    atomic_write_jsonl(written[0], ({"_id": d, "title": "", "text": t} for d, t in docs.items()))
+    titled = {t: split_title(row, t) for row in rows for t in row.titles}
+    atomic_write_jsonl(written[0], ({"_id": d, "title": titled.get(t, ("", t))[0], "text": titled.get(t, ("", t))[1]}
+                                    for d, t in docs.items()))
     atomic_write_jsonl(written[1], ({"_id": q, "text": t, **query_info[q]} for q, t in queries.items()))
     for split, pairs in qrels.items():
         path = out_dir / "qrels" / f"{split}.tsv"

@@ -75,17 +75,15 @@ def portable(card: Any, base: Path, key: str = "") -> Any:
     where the export goes (the Hub, another machine), where this machine's paths mean nothing
     and may say more than the user meant to publish."""
     if isinstance(card, dict):
-        if key == "source":  # counts per input file
-            return {_relative(k, base): v for k, v in card.items()}
         return {k: portable(v, base, k) for k, v in card.items()}
     if isinstance(card, list):
         return [portable(v, base, key) for v in card]
     if isinstance(card, str) and (key in PATH_KEYS or os.path.isabs(card)):
-        return _relative(card, base)
+        return portable_path(card, base)
     return card
 
 
-def _relative(path: str, base: Path) -> str:
+def portable_path(path: str, base: Path) -> str:
     """Relative to the export when it sits beside or inside it (``../mined/mined.jsonl``), else
     just its name: a path climbing further out would spell this machine's folders again."""
     if "://" in path:

@@ -69,6 +69,18 @@ def raw_document(row: ExportRow, text: str) -> str:
     return text
 
 
+def split_title(row: ExportRow, text: str) -> tuple[str, str]:
+    """(title, body) of a document as the row carries it, for formats with a title field.
+
+    Documents are one text, the title first (``curate.corpus.doc_text``); the reader of such a
+    format joins them again with a space, so the text it encodes is the one curate trained and
+    mined with. A document with no known title, or with an instruction in front, stays whole."""
+    title = row.titles.get(text)
+    if title and text.startswith(title + " "):
+        return title, text[len(title) + 1:]
+    return "", text
+
+
 def require_negatives(rows: list[ExportRow], fmt: str) -> None:
     """Refuse a format whose trainer needs a negative on every row when no row has one.
 

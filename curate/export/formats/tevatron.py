@@ -4,7 +4,8 @@ Matched against Tevatron's ``retriever/dataset.py`` (the format with inline pass
 ``query_id``, ``query``, ``positive_passages`` and ``negative_passages`` as lists of
 ``{"docid", "title", "text"}``. Tevatron joins a passage's title and text with a space when
 the passage has a ``title`` key, so every passage has one (a file where some lack it fails
-there), empty with the whole document in ``text``. Passages carry the teacher's ``score`` (its
+there): the document's title where it came from a corpus with titles, else empty with the
+whole document in ``text``; either way Tevatron encodes the text curate mined with. Passages carry the teacher's ``score`` (its
 cosine, the scale Tevatron's distillation divides by ``--distil_temperature`` on both sides)
 when every passage of the export has one (one schema for every split); ``train_distil`` needs
 it on each. Tevatron has one query
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from curate.core.jsonl import atomic_write_jsonl
 from curate.export.formats.common import (doc_ids, fill_negatives, id_tables, query_id, raw_document,
-                                          require_negatives, split_indices, teacher_scores)
+                                          require_negatives, split_indices, split_title, teacher_scores)
 from curate.export.formats.card import write_format_card
 from curate.export.formats.usage import format_card_text
 from curate.export.rows import ExportRow
@@ -46,8 +47,9 @@ def write_tevatron(rows: list[ExportRow], out_dir: Path, card: dict) -> list[Pat
             lines.append({
                 "query_id": query_id(row, queries),
                 "query": row.query_text,
-                "positive_passages": [_passage(ids[i][0], row.positive, pos_score)],
-                "negative_passages": [_passage(d, t, s) for d, t, s in zip(neg_ids, negs[i], neg_scores)],
+                "positive_passages": [_passage(ids[i][0], split_title(row, row.positive), pos_score)],
+                "negative_passages": [_passage(d, split_title(row, t), s)
+                                      for d, t, s in zip(neg_ids, negs[i], neg_scores)],
             })
         path = out_dir / f"{split}.jsonl"
         atomic_write_jsonl(path, lines)
@@ -56,8 +58,8 @@ def write_tevatron(rows: list[ExportRow], out_dir: Path, card: dict) -> list[Pat
     return written
 
 
-def _passage(docid: str, text: str, score: float | None) -> dict:
-    out = {"docid": docid, "title": "", "text": text}
+def _passage(docid: str, title_text: tuple[str, str], score: float | None) -> dict:
+    out = {"docid": docid, "title": title_text[0], "text": title_text[1]}
     if score is not None:
         out["score"] = score
     return out
