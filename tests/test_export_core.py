@@ -403,7 +403,7 @@ def test_dev_split_holds_whole_tasks_and_no_query_crosses(data):
     overlap = {r["id"] for r in lineage if r["reason"] == "dev-query-overlap"}
     assert len(overlap) == report["split"]["dropped_query_in_dev"]
     assert overlap.isdisjoint(r.record_id for r in rows)
-    assert len(lineage) == dropped and all(r["stage"] == "export" and r["source"] for r in lineage)
+    assert len(lineage) == dropped and all(r["stage"] == "export" and r["detail"]["source"] for r in lineage)
     assert all(r.phase is None and r.levels == [1] for r in dev)  # dev asks the hardest level
     _check_batches(rows, 8)
 

@@ -150,7 +150,7 @@ def test_each_planted_fault_is_caught_by_its_step(planted):
         key = r["id"] if r["target"] == "record" else (r["id"], r["level"])
         got[key] = (r["step"], r["reason"])
     assert got == planted["faults"]
-    assert all(r["numbers"] for r in rejected if r["step"] != "heuristics"), "drops carry their numbers"
+    assert all(r["detail"] for r in rejected if r["step"] != "heuristics"), "drops carry their numbers"
 
 
 def test_report_counts_match_the_planted_faults(planted):

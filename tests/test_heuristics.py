@@ -139,9 +139,9 @@ def test_length_off_positive_and_negative(tmp_path):
     assert [r.id for r in kept] == ["scifact-1", "scifact-3"]
     assert len(kept[0].negatives) == 3 and len(kept[1].negatives) == 4
     rej = {(r.id, r.reason): r for r in ctx.rejections}
-    assert rej[("scifact-0", "length-off")].numbers["words"] == 40
-    assert rej[("scifact-0", "length-off")].numbers["requested"] == 150
-    assert rej[("scifact-2", "length-off")].numbers["ratio"] > 3
+    assert rej[("scifact-0", "length-off")].detail["words"] == 40
+    assert rej[("scifact-0", "length-off")].detail["requested"] == 150
+    assert rej[("scifact-2", "length-off")].detail["ratio"] > 3
     assert rej[("scifact-1", "length-off")].level == 3  # the planted negative, not another one
 
 
@@ -164,7 +164,7 @@ def test_query_copied(tmp_path):
     got = reasons(ctx)
     assert got == [("scifact-0", "query-copied", "record"), ("scifact-1", "query-copied", "negative")]
     assert [r.id for r in kept] == ["scifact-1", "scifact-2"]
-    assert ctx.rejections[0].numbers["query_words"] >= 4
+    assert ctx.rejections[0].detail["query_words"] >= 4
 
 
 def test_query_copy_needs_enough_words(tmp_path):
@@ -198,7 +198,7 @@ def test_self_explanation_in_negative(tmp_path, phrase):
     recs[0].negatives[1].text += " " + phrase
     kept, ctx = run(heuristics, recs, tmp_path=tmp_path)
     assert reasons(ctx) == [("scifact-0", "self-explanation", "negative")]
-    assert ctx.rejections[0].numbers["pattern"] and ctx.rejections[0].numbers["matched"]
+    assert ctx.rejections[0].detail["pattern"] and ctx.rejections[0].detail["matched"]
     assert len(kept) == 2 and len(kept[0].negatives) == 3 and len(kept[1].negatives) == 4
 
 
@@ -230,9 +230,9 @@ def test_negative_equal_or_near_equal_to_positive_and_duplicates(tmp_path):
     assert got == [("scifact-0", "negative-equals-positive", "negative"),
                    ("scifact-1", "negative-equals-positive", "negative"),
                    ("scifact-2", "duplicate-negative", "negative")]
-    near = ctx.rejections[1].numbers
+    near = ctx.rejections[1].detail
     assert 0.9 <= near["similarity"] < 1.0
-    assert ctx.rejections[2].numbers["similarity"] == 1.0 and ctx.rejections[2].level == 3
+    assert ctx.rejections[2].detail["similarity"] == 1.0 and ctx.rejections[2].level == 3
     assert [len(r.negatives) for r in kept] == [3, 3, 3]
     # the first copy stays, the repeat goes
     assert kept[2].negatives[0].level == 1 and [n.level for n in kept[2].negatives] == [1, 2, 4]
@@ -249,7 +249,7 @@ def test_empty_and_too_short(tmp_path):
                             ("scifact-1", "empty-text", "negative"),
                             ("scifact-2", "too-short", "negative"),
                             ("scifact-3", "too-short", "record")]
-    assert ctx.rejections[2].numbers == {"index": 0, "field": "negative", "chars": 10, "min_chars": 20}
+    assert ctx.rejections[2].detail == {"index": 0, "field": "negative", "chars": 10, "min_chars": 20}
     assert [r.id for r in kept] == ["scifact-1", "scifact-2"]
 
 
@@ -303,7 +303,7 @@ def test_sts_gap_drops_close_negatives(tmp_path):
                    ("b", "score-gap", "negative"), ("b", "score-gap", "negative"),
                    ("b", "no-negatives-left", "record")]
     assert [n.score for n in kept[0].negatives] == [7.5, 7, 2]  # a gap of exactly 1.5 stays
-    assert ctx.rejections[0].numbers == {"index": 0, "positive": 9.0, "negative": 8.0, "gap": 1.0, "min_gap": 1.5}
+    assert ctx.rejections[0].detail == {"index": 0, "positive": 9.0, "negative": 8.0, "gap": 1.0, "min_gap": 1.5}
     assert [r.id for r in kept] == ["a", "c", "d", "e"]
     assert len(kept[3].negatives) == 2  # an unscored negative passes
     note = ctx.notes["sts_gap"]

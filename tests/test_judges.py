@@ -101,7 +101,7 @@ def test_refute_support_dropped_refute_kept_plain_not_judged(srv, tmp_path):
     kept = run(judge_refute, recs, {}, ctx)
     assert [r.id for r in kept] == ["rec-1", "rec-2", "rec-3"]
     assert reasons(ctx) == [("rec-0", "positive-supports", "record")]
-    assert ctx.rejections[0].numbers["verdicts"] == {"default": "support"}
+    assert ctx.rejections[0].detail["verdicts"] == {"default": "support"}
     assert kept[0].scores["judges"]["refute"] == {"default": "refute"}
     assert "judges" not in kept[1].scores  # the plain task was not judged
     # one request per judged record; none carries the plain task's claim
@@ -161,7 +161,7 @@ def test_judge_error_fails_closed_or_keeps(srv, tmp_path):
     kept = run(judge_refute, recs, {}, ctx)
     assert [r.id for r in kept] == ["rec-1"]
     assert reasons(ctx) == [("rec-0", "judge-error", "record")]
-    assert ctx.rejections[0].numbers["errors"]["default"].startswith("http-500")
+    assert ctx.rejections[0].detail["errors"]["default"].startswith("http-500")
     assert srv.count_for("FAULTS[500]") == 2  # max_retries=1: two attempts, then an error verdict
 
     recs = [record(0, query_prefix="FAULTS[500] ")]
@@ -180,7 +180,7 @@ def test_two_judges_any_support_drops(srv, tmp_path):
     kept = run(judge_refute, recs, params, ctx)
     assert [r.id for r in kept] == ["rec-1"]
     assert reasons(ctx) == [("rec-0", "positive-supports", "record")]
-    verdicts = ctx.rejections[0].numbers["verdicts"]
+    verdicts = ctx.rejections[0].detail["verdicts"]
     assert sorted(verdicts) == ["a", "b"] and sorted(verdicts.values()) == ["refute", "support"]
     assert kept[0].scores["judges"]["refute"] == {"a": "refute", "b": "refute"}
     assert factory.calls == [None]  # name/params are the step's; both on the run's backend: one client
@@ -248,7 +248,7 @@ def test_answerable_positive_and_negatives(srv, tmp_path):
     assert [r.id for r in kept] == ["rec-0", "rec-1", "rec-3"]
     assert reasons(ctx) == [("rec-1", "negative-answers", "negative"),
                             ("rec-bad", "positive-not-answering", "record")]
-    assert ctx.rejections[0].text == DOCS[8] and ctx.rejections[0].numbers["verdicts"] == {"default": "yes"}
+    assert ctx.rejections[0].text == DOCS[8] and ctx.rejections[0].detail["verdicts"] == {"default": "yes"}
     assert [n.text for n in kept[1].negatives] == leaky[:3]
     assert kept[0].scores["judges"]["answerable"] == {"positive": {"default": "yes"},
                                                       "negatives": [{"default": "no"}] * 4}
@@ -331,7 +331,7 @@ def test_query_scores_keep_and_drop(scored, tmp_path):
     assert kept[0].scores["judges"]["query"] == {"default": {"relevance": 10, "support": 10, "clarity": 10}}
     assert kept[1].scores["judges"]["query"] == {"default": {"relevance": 7, "support": 7, "clarity": 7}}
     assert reasons(ctx) == [("rec-2", "query-below-threshold", "record")]
-    numbers = ctx.rejections[0].numbers
+    numbers = ctx.rejections[0].detail
     assert numbers["scores"] == {"default": {"relevance": 9, "support": 6, "clarity": 9}}
     assert numbers["judges"] == ["default"] and numbers["min_score"] == 7
     assert isinstance(numbers["reasons"]["default"], str)
@@ -365,7 +365,7 @@ def test_query_invalid_answers_fail_closed_or_keep(scored, tmp_path):
     assert [r.id for r in kept] == ["rec-3"]
     assert reasons(ctx) == [(f"rec-{i}", "judge-error", "record") for i in range(3)]
     for rej in ctx.rejections:
-        assert rej.numbers["scores"] == {"default": "error"} and rej.numbers["errors"]["default"]
+        assert rej.detail["scores"] == {"default": "error"} and rej.detail["errors"]["default"]
     assert ctx.notes["judge_query"]["records_with_judge_errors"] == 3
 
     recs = [qrecord(i, m) for i, m in enumerate(markers)]
@@ -398,7 +398,7 @@ def test_query_two_judges_any_low_score_drops(scored, tmp_path):
     assert [r.id for r in kept] == ["rec-1"]
     assert kept[0].scores["judges"]["query"] == {n: {"relevance": 8, "support": 8, "clarity": 8} for n in "ab"}
     assert reasons(ctx) == [("rec-0", "query-below-threshold", "record")]
-    numbers = ctx.rejections[0].numbers
+    numbers = ctx.rejections[0].detail
     low = numbers["judges"]
     assert len(low) == 1 and numbers["scores"][low[0]] == {"relevance": 9, "support": 4, "clarity": 9}
     other = ({"a", "b"} - set(low)).pop()

@@ -202,7 +202,7 @@ def test_step_keeps_the_largest_teacher_margin_not_the_first(tmp_path):
     assert set(rej) == {"a", "c"}
     for r in rej.values():
         assert r.reason == "near-duplicate-query" and r.step == "minhash"
-        assert r.numbers["kept"] == "b" and r.numbers["similarity"] == 1.0
+        assert r.detail["kept"] == "b" and r.detail["similarity"] == 1.0
     assert ctx.notes["minhash"]["query_groups"] == 1
     assert ctx.notes["minhash"]["query_dropped"] == 2
 
@@ -242,8 +242,8 @@ def test_step_task_field_needs_task_and_query_words_to_collide(tmp_path):
     assert [r.id for r in kept] == ["a", "c", "d"]
     (rej,) = ctx.rejections
     assert rej.id == "b" and rej.reason == "near-duplicate-task"
-    assert rej.numbers["kept"] == "a" and rej.numbers["similarity"] == 1.0
-    assert rej.numbers["query_similarity"] == 1.0
+    assert rej.detail["kept"] == "a" and rej.detail["similarity"] == 1.0
+    assert rej.detail["query_similarity"] == 1.0
     # the word 3-gram query pass drops d (a's query verbatim) but does not see b as a copy
     assert [r.id for r in minhash_step(recs, {"fields": ["query"]}, _ctx(tmp_path))] == ["a", "b", "c"]
 
@@ -313,4 +313,4 @@ def test_without_stored_scores_the_teacher_picks_the_member_to_keep(tmp_path):
     ctx.step_name = "minhash"
     kept = minhash_step([worse, better], {"fields": ["query"]}, ctx)
     assert [r.id for r in kept] == ["better"]
-    assert ctx.rejections[0].id == "worse" and ctx.rejections[0].numbers["kept"] == "better"
+    assert ctx.rejections[0].id == "worse" and ctx.rejections[0].detail["kept"] == "better"

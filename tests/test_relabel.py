@@ -381,7 +381,7 @@ def test_report_and_rejections(one_judge):
     assert q["precision"] == pytest.approx(2 / 3, abs=1e-4) and q["recall"] == 0.5
     rejected = [r for r in read_jsonl(one_judge["out"] / "rejected.jsonl") if r["step"] == "relabel"]
     assert all(r["target"] == "negative" for r in rejected)
-    unsure = {r["numbers"]["doc_id"]: r["numbers"] for r in rejected if r["reason"] == "relabel-unsure"}
+    unsure = {r["detail"]["doc_id"]: r["detail"] for r in rejected if r["reason"] == "relabel-unsure"}
     assert set(unsure) == {"doc10", "doc11", "doc12", "doc17"}
     assert unsure["doc10"]["judges"] == {"default": "unsure"} and "why" not in unsure["doc10"]
     assert unsure["doc12"]["judges"] == {"default": "error"} and unsure["doc12"]["why"] == "error"
@@ -426,7 +426,7 @@ def test_judges_that_disagree_leave_the_candidate_unsure(tmp_path):
     assert [d["verdict"] for d in rec.meta["relabel"]] == ["relevant", "unsure", "unsure", "not_relevant"]
     note = _report(tmp_path / "out")["notes"]
     assert note["first_tier_disagreements"] == 2 and note["judges"] == ["a", "b"]
-    rejected = {r["numbers"]["doc_id"]: r["numbers"] for r in read_jsonl(tmp_path / "out" / "rejected.jsonl")}
+    rejected = {r["detail"]["doc_id"]: r["detail"] for r in read_jsonl(tmp_path / "out" / "rejected.jsonl")}
     assert rejected["doc9"]["why"] == "disagree"
     assert sorted(rejected["doc9"]["judges"].values()) == ["not_relevant", "relevant"]
 
@@ -462,5 +462,5 @@ def test_the_cascade_sees_only_what_the_first_judges_left_unsure(tmp_path):
                                         "tier2": {"not_relevant": 1, "relevant": 1, "better": 1, "unsure": 0}}
     assert note["verdicts"] == {"not_relevant": 2, "relevant": 2, "better": 1, "unsure": 0}
     assert note["first_tier_errors"] == 1 and note["first_tier_disagreements"] == 1 and note["judge_errors"] == 2
-    rejected = {r["numbers"]["doc_id"]: r["numbers"] for r in read_jsonl(tmp_path / "out" / "rejected.jsonl")}
+    rejected = {r["detail"]["doc_id"]: r["detail"] for r in read_jsonl(tmp_path / "out" / "rejected.jsonl")}
     assert rejected["doc10"]["judges"] == {"a": "unsure", "b": "unsure", "big": "relevant"}

@@ -120,8 +120,8 @@ def test_keeps_exactly_the_records_whose_positive_ranks_within_top_k(world, top_
     assert set(dropped) == set(world.rank) - want_kept
     for rid, rej in dropped.items():
         assert rej.step == "round_trip" and rej.reason == "round-trip" and rej.level is None
-        assert rej.numbers["rank"] == world.rank[rid] > k
-        assert rej.numbers["top_k"] == k and rej.numbers["pool"] == len(world.corpus)
+        assert rej.detail["rank"] == world.rank[rid] > k
+        assert rej.detail["top_k"] == k and rej.detail["pool"] == len(world.corpus)
     for rec in kept:
         assert rec.teacher.positive_rank == world.raw_rank[rec.id] and world.rank[rec.id] <= k
 
@@ -144,7 +144,7 @@ def test_top_share_cuts_at_a_share_of_the_pool(world):
     for params, k in (({"top_share": 0.05}, 15), ({"top_share": 0.001, "top_k": 2}, 2)):
         kept, ctx = run_step(world, params)
         assert {r.id for r in kept} == {rid for rid, r in world.rank.items() if r <= k}
-        assert all(rej.numbers["top_k"] == k for rej in ctx.rejections)
+        assert all(rej.detail["top_k"] == k for rej in ctx.rejections)
         assert ctx.notes["round_trip"]["top_k"] == k and ctx.notes["round_trip"]["top_share"] == params["top_share"]
     assert len(run_step(world, {"top_share": 0.05})[0]) > len(run_step(world, {})[0])
     with pytest.raises(CurateError, match="top_share"):
@@ -155,7 +155,7 @@ def test_unrelated_query_is_dropped_as_round_trip(world):
     kept, ctx = run_step(world)
     assert PLANTED not in {r.id for r in kept}
     rej = next(r for r in ctx.rejections if r.id == PLANTED)
-    assert rej.reason == "round-trip" and rej.numbers["rank"] == world.rank[PLANTED] > 10
+    assert rej.reason == "round-trip" and rej.detail["rank"] == world.rank[PLANTED] > 10
 
 
 def test_own_positive_decides_and_own_further_positives_do_not_push_it_down(world):
@@ -169,7 +169,7 @@ def test_own_positive_decides_and_own_further_positives_do_not_push_it_down(worl
     assert {r.id for r in kept} == {r.id for r in multi if world.rank[r.id] <= k}
     assert kept, "some own positive is first once its sibling positive is set aside"
     for rej in ctx.rejections:
-        assert rej.numbers["rank"] == world.rank[rej.id]
+        assert rej.detail["rank"] == world.rank[rej.id]
 
 
 def test_records_scored_against_another_pool_are_ranked_again(world):
@@ -181,7 +181,7 @@ def test_records_scored_against_another_pool_are_ranked_again(world):
     k = RoundTripParams().top_k
     assert {r.id for r in kept} == {rid for rid, r in world.rank.items() if r <= k}
     assert all(r.teacher.positive_rank == world.raw_rank[r.id] and r.teacher.pool == len(world.corpus) for r in kept)
-    assert all(rej.numbers["rank"] == world.rank[rej.id] for rej in ctx.rejections)
+    assert all(rej.detail["rank"] == world.rank[rej.id] for rej in ctx.rejections)
 
 
 def test_no_corpus_is_one_line_before_any_model_loads(world):
@@ -233,7 +233,7 @@ def test_cli_from_corpus_recipe_names_round_trip_drops(world):
     round_trip = {r["id"]: r for r in rejected if r["step"] == "round_trip"}
     assert set(round_trip) == {r.id for r in recs if world.rank[r.id] > k} and PLANTED in round_trip
     for rid, r in round_trip.items():
-        assert r["reason"] == "round-trip" and r["numbers"]["rank"] == world.rank[rid]
+        assert r["reason"] == "round-trip" and r["detail"]["rank"] == world.rank[rid]
     kept = {r["id"] for r in read_jsonl(out / "filtered.jsonl")}
     assert kept == {r.id for r in recs if world.rank[r.id] <= k}
     notes = rows["round_trip"]["notes"]

@@ -200,8 +200,8 @@ def test_rejections_are_written_and_counted(tmp_path):
         run.reject("b", "too-short", length=2)
         run.reject("c", "too-short", length=1)
     assert read_jsonl(tmp_path / "out" / "rejected.jsonl") == [
-        {"id": "b", "stage": "demo", "reason": "too-short", "length": 2},
-        {"id": "c", "stage": "demo", "reason": "too-short", "length": 1}]
+        {"id": "b", "stage": "demo", "reason": "too-short", "target": "record", "detail": {"length": 2}},
+        {"id": "c", "stage": "demo", "reason": "too-short", "target": "record", "detail": {"length": 1}}]
     assert json.loads((tmp_path / "out" / "run.json").read_text())["counts"]["dropped"] == {"too-short": 2}
 
 

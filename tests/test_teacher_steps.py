@@ -212,14 +212,14 @@ def test_teacher_rank_catches_planted_faults(world, tmp_path):
 
     [swap] = _rejections(ctx, "swap")
     assert swap.reason == "positive-rank" and swap.level is None
-    assert swap.numbers["rank"] == w.rank(w.swap_q, w.swap_doc) > 10
-    assert swap.numbers["score"] == pytest.approx(float(w.S[w.qrow[w.swap_q], w.swap_doc]), abs=1e-5)
+    assert swap.detail["rank"] == w.rank(w.swap_q, w.swap_doc) > 10
+    assert swap.detail["score"] == pytest.approx(float(w.S[w.qrow[w.swap_q], w.swap_doc]), abs=1e-5)
 
     [fn] = _rejections(ctx, "fn", "negative-outranks-positive")
-    assert fn.numbers["negative_rank"] == w.rank(w.fn_q, w.fn_strong)
-    assert fn.numbers["positive_rank"] == w.rank(w.fn_q, w.fn_weak)
-    assert fn.numbers["negative_rank"] < fn.numbers["positive_rank"]
-    assert fn.numbers["negative_level"] == 1
+    assert fn.detail["negative_rank"] == w.rank(w.fn_q, w.fn_strong)
+    assert fn.detail["positive_rank"] == w.rank(w.fn_q, w.fn_weak)
+    assert fn.detail["negative_rank"] < fn.detail["positive_rank"]
+    assert fn.detail["negative_level"] == 1
 
     assert [r.reason for r in _rejections(ctx, "easy")] == ["negative-too-easy", "no-negatives-left"]
     assert {"swap", "fn", "easy"}.isdisjoint(ids)
@@ -227,7 +227,7 @@ def test_teacher_rank_catches_planted_faults(world, tmp_path):
     # every clean record survives, keeping exactly its negatives ranked within the top 50
     assert {r.id for r in w.clean} | {"inverted"} == ids
     for rej in _rejections(ctx, reason="negative-too-easy"):
-        assert rej.numbers["rank"] > 50 and rej.text is not None
+        assert rej.detail["rank"] > 50 and rej.text is not None
     for rec in kept:
         t = rec.teacher.to_dict()
         assert len(t["negative_ranks"]) == len(rec.negatives) >= 1
@@ -247,9 +247,9 @@ def test_false_negatives_percent_and_margin(world, tmp_path):
     assert (rej.id, rej.reason, rej.level) == ("fn", "false-negative", 1)
     assert rej.text == w.pool[w.fn_strong]
     pos = float(w.S[w.qrow[w.fn_q], w.fn_weak])
-    assert rej.numbers["positive"] == pytest.approx(pos, abs=1e-5)
-    assert rej.numbers["threshold"] == pytest.approx(0.95 * pos, abs=1e-5)
-    assert rej.numbers["score"] >= rej.numbers["threshold"]
+    assert rej.detail["positive"] == pytest.approx(pos, abs=1e-5)
+    assert rej.detail["threshold"] == pytest.approx(0.95 * pos, abs=1e-5)
+    assert rej.detail["score"] >= rej.detail["threshold"]
     fn_kept = next(r for r in kept if r.id == "fn")
     assert len(fn_kept.negatives) == 3 and w.pool[w.fn_strong] not in {n.text for n in fn_kept.negatives}
     assert len(fn_kept.teacher.negative_ranks) == 3
@@ -261,10 +261,10 @@ def test_false_negatives_percent_and_margin(world, tmp_path):
     kept, ctx = _run(w, "false_negatives", {"mode": "margin", "margin": 0.05}, tmp_path)
     fn_rej = _rejections(ctx, "fn")
     assert [r.reason for r in fn_rej] == ["false-negative"]
-    assert fn_rej[0].numbers["threshold"] == pytest.approx(pos - 0.05, abs=1e-5)
+    assert fn_rej[0].detail["threshold"] == pytest.approx(pos - 0.05, abs=1e-5)
     for r in ctx.rejections:  # whatever else margin mode takes is really within 0.05
         if r.reason == "false-negative":
-            assert r.numbers["score"] >= r.numbers["positive"] - 0.05 - 1e-9
+            assert r.detail["score"] >= r.detail["positive"] - 0.05 - 1e-9
 
 
 def test_granularity_policies(world, tmp_path):
@@ -282,9 +282,9 @@ def test_granularity_policies(world, tmp_path):
     kept, ctx = _run(w, "granularity", {"policy": "drop-inverted"}, tmp_path)
     [rej] = ctx.rejections
     assert (rej.id, rej.reason) == ("inverted", "levels-inverted")
-    assert rej.numbers["inverted_pairs"] == 6  # every pair of the four levels is reversed
+    assert rej.detail["inverted_pairs"] == 6  # every pair of the four levels is reversed
     assert all(p["score"] < p["higher_score"] and p["level"] < p["higher_level"]
-               for p in rej.numbers["pairs"])
+               for p in rej.detail["pairs"])
     assert "inverted" not in {r.id for r in kept}
 
     # a huge tolerance forgives every inversion
@@ -356,7 +356,7 @@ def test_false_negative_threshold_with_a_negative_positive_score(tmp_path):
     kept = STEPS["false_negatives"]([rec], {}, ctx)
     [rej] = ctx.rejections
     assert rej.reason == "false-negative" and rej.text == "n0"
-    assert rej.numbers["threshold"] == pytest.approx(-0.21)
+    assert rej.detail["threshold"] == pytest.approx(-0.21)
     assert [n.text for n in kept[0].negatives] == ["n1"]
     assert kept[0].teacher.negative_ranks == [3]
     assert kept[0].teacher.margin == pytest.approx(0.05)

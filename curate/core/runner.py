@@ -56,6 +56,31 @@ _VERSIONED = ("torch", "sentence-transformers", "transformers", "faiss-cpu", "op
 
 
 @dataclass
+class Drop:
+    """One line of a run's ``rejected.jsonl``, the same shape for every stage: a dropped record,
+    or one dropped negative of it (its level and text), with the stage (and filter step) that
+    dropped it, why, and the numbers behind the decision."""
+
+    id: str | None
+    stage: str
+    reason: str
+    step: str | None = None  # the filter step that dropped it
+    level: int | None = None  # a dropped negative: its level and text
+    text: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def target(self) -> str:
+        return "record" if self.level is None and self.text is None else "negative"
+
+    def to_dict(self) -> dict[str, Any]:
+        negative = self.target == "negative"
+        return {"id": self.id, "stage": self.stage, "reason": self.reason, **({"step": self.step} if self.step else {}),
+                "target": self.target, **({"level": self.level, "text": self.text} if negative else {}),
+                "detail": self.detail}
+
+
+@dataclass
 class Run:
     """One stage's run: where to write, what it counted, what it dropped."""
 
@@ -76,10 +101,14 @@ class Run:
 
     def reject(self, item_id: str | None, reason: str, **detail: Any) -> None:
         """Record why an item was dropped (one line of ``rejected.jsonl``; counted by reason)."""
-        self.dropped[reason] += 1
+        self.drop(Drop(item_id, self.stage, reason, detail=detail))
+
+    def drop(self, drop: Drop) -> None:
+        """Write a drop made elsewhere (the filter's steps collect theirs while they run)."""
+        self.dropped[drop.reason] += 1
         if self._rejected is None:
             self._rejected = JsonlAppender(self.dir / REJECTED)
-        self._rejected.write({"id": item_id, "stage": self.stage, "reason": reason, **detail})
+        self._rejected.write(drop.to_dict())
 
     def _close(self) -> None:
         if self._rejected is not None:

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from curate.core.records import Record
+from curate.core.runner import Drop
 
 StepFn = Callable[..., Any]
 STEPS: dict[str, StepFn] = {}
@@ -48,23 +49,6 @@ def register(name: str, params: type, check: Callable[[dict[str, Any]], Any] | N
 
 
 @dataclass
-class Rejection:
-    """One dropped record (``level`` None) or one dropped negative (its level and text)."""
-
-    id: str
-    step: str
-    reason: str
-    numbers: dict[str, Any] = field(default_factory=dict)
-    level: int | None = None
-    text: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["target"] = "record" if self.level is None and self.text is None else "negative"
-        return d
-
-
-@dataclass
 class FilterContext:
     """Shared services for steps: the teacher, the LLM client factory, and the drop log."""
 
@@ -72,7 +56,7 @@ class FilterContext:
     teacher_factory: Callable[[], Any] | None = None  # builds curate.embed.teacher.Teacher lazily
     llm_factory: Callable[[], Any] | None = None  # an async context manager yielding an LLMClient
     corpus: list[str] = field(default_factory=list)  # extra real documents for teacher ranking
-    rejections: list[Rejection] = field(default_factory=list)
+    rejections: list[Drop] = field(default_factory=list)  # in the order the steps made them
     step_name: str = ""
     notes: dict[str, dict[str, Any]] = field(default_factory=dict)  # per-step numbers for the report
     clients: dict[str, Any] = field(default_factory=dict)  # LLM clients opened this run, by backend
@@ -91,8 +75,8 @@ class FilterContext:
                negative=None) -> None:
         """Log a drop: the whole record, or one of its negatives when ``negative`` is given."""
         rid = record if isinstance(record, str) else record.id
-        self.rejections.append(Rejection(
-            id=rid, step=self.step_name, reason=reason, numbers=numbers or {},
+        self.rejections.append(Drop(
+            id=rid, stage="filter", reason=reason, step=self.step_name, detail=numbers or {},
             level=getattr(negative, "level", None) if negative is not None else None,
             text=getattr(negative, "text", None) if negative is not None else None,
         ))

@@ -128,7 +128,7 @@ def _filter(records, in_path: Path, out_dir: Path, run, recipe, teacher, query_p
         "outputs": {"filtered": FILTERED, "rejected": REJECTED},
         "wall_seconds": round(time.perf_counter() - started, 2),
     }
-    write_outputs(run.dir, kept, ctx, report)
+    write_outputs(run, kept, ctx, report)
     run.counts.update({"records_in": report["records_in"], "records_kept": report["records_kept"],
                        "negatives_in": report["negatives_in"], "negatives_kept": report["negatives_kept"],
                        "dropped": {row["step"]: {**row["records_dropped"], **row["negatives_dropped"]}

@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from curate.core.executor import Executor, map_shards, merge_notes, split
-from curate.filter.base import KINDS, STEPS, FilterContext, Rejection
+from curate.core.runner import REJECTED, Drop, Run
+from curate.filter.base import KINDS, STEPS, FilterContext
 from curate.filter.recipe import Recipe
 from curate.core.jsonl import atomic_write_json, atomic_write_jsonl
 from curate.core.records import Record
 
 FILTERED = "filtered.jsonl"
-REJECTED = "rejected.jsonl"
 REPORT = "filter_report.json"
 
 
@@ -81,7 +81,7 @@ class _Shard:
     out_dir: Path
     llm_factory: Any
 
-    def __call__(self, records: list[Record]) -> tuple[list[Record], list[Rejection], list[dict[str, Any]]]:
+    def __call__(self, records: list[Record]) -> tuple[list[Record], list[Drop], list[dict[str, Any]]]:
         ctx = FilterContext(out_dir=self.out_dir, llm_factory=self.llm_factory)
         kept, rows = asyncio.run(_run_steps(records, self.steps, ctx, self.fns))
         return kept, ctx.rejections, rows
@@ -127,17 +127,21 @@ async def _one_step(records: list[Record], cfg, ctx: FilterContext, fn) -> tuple
         "params": cfg.params,
         "records_in": n_in,
         "records_kept": len(records),
-        "records_dropped": dict(Counter(r.reason for r in new if r.level is None and r.text is None)),
+        "records_dropped": dict(Counter(r.reason for r in new if r.target == "record")),
         "negatives_in": negs_in,
         "negatives_kept": sum(len(r.negatives) for r in records),
-        "negatives_dropped": dict(Counter(r.reason for r in new if not (r.level is None and r.text is None))),
+        "negatives_dropped": dict(Counter(r.reason for r in new if r.target == "negative")),
         "seconds": round(time.perf_counter() - started, 2),
         **({"notes": ctx.notes[cfg.name]} if cfg.name in ctx.notes else {}),
     }
 
 
-def write_outputs(out_dir: Path, kept: list[Record], ctx: FilterContext, report: dict[str, Any]) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_jsonl(out_dir / FILTERED, (r.to_dict() for r in kept))
-    atomic_write_jsonl(out_dir / REJECTED, (r.to_dict() for r in ctx.rejections))
-    atomic_write_json(out_dir / REPORT, report)
+def write_outputs(run: Run, kept: list[Record], ctx: FilterContext, report: dict[str, Any]) -> None:
+    """The kept records, every drop through the run's one drop log (an empty one when nothing
+    was dropped: the report names it), and the report."""
+    atomic_write_jsonl(run.dir / FILTERED, (r.to_dict() for r in kept))
+    for drop in ctx.rejections:
+        run.drop(drop)
+    if not ctx.rejections:
+        atomic_write_jsonl(run.dir / REJECTED, [])
+    atomic_write_json(run.dir / REPORT, report)
