@@ -443,6 +443,26 @@ def test_beir_reloads_with_qrels_on_the_right_texts(export):
     assert hashed and all(re.fullmatch(r"[0-9a-f]{16}", c["_id"]) for c in hashed)
 
 
+def test_beirs_own_loader_reads_the_export(export):
+    """The beir package's GenericDataLoader: every split's queries, qrels on the right documents,
+    and each document's title apart from its text, joined back into the text the row trained on."""
+    from beir.datasets.data_loader import GenericDataLoader
+
+    rows, out = export["rows"], export["out"] / "beir"
+    for split in ("train", "dev"):
+        corpus, queries, qrels = GenericDataLoader(data_folder=str(out)).load(split=split)
+        want = _split(rows, split)
+        assert set(queries) == set(qrels) == {r.meta["query_id"] for r in want}
+        for r in want:
+            qid = r.meta["query_id"]
+            assert queries[qid] == r.query and set(qrels[qid].values()) == {1}
+            docs = [doc_text(corpus[d]) for d in qrels[qid]]
+            assert sorted(docs) == sorted([raw_document(r, r.positive), *(t for t, _ in r.more_positives)])
+            for d in qrels[qid]:
+                title = r.titles.get(doc_text(corpus[d]))
+                assert corpus[d]["title"] == (title or "")
+
+
 def _digest(folder: Path) -> dict[str, str]:
     return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(folder.rglob("*")) if p.is_file()}
