@@ -13,7 +13,7 @@ import yaml
 
 from curate import __version__
 from curate.core.errors import CurateError
-from curate.executor_options import executor_from, executor_options
+from curate.executor_options import executor_from, executor_options, teacher_url_option
 from curate.negatives.knobs import Ceiling
 
 
@@ -164,14 +164,16 @@ def _stage_options(task_names, out: str, dedup_threshold: float, kw: dict[str, A
               help="Folder for filtered.jsonl, rejected.jsonl, filter_report.json and plots.")
 @click.option("--recipe", default="default", show_default=True,
               help="A shipped recipe name (default, strict) or a recipe YAML file.")
-@click.option("--teacher", default=None, help="Teacher embedding model (sentence-transformers name or path); "
-                                               "default: the recipe's, else the bundled all-MiniLM-L6-v2.")
+@click.option("--teacher", default=None, help="Teacher embedding model (sentence-transformers name or path, or openai:MODEL "
+                                               "served at --teacher-base-url); default: the recipe's, else the "
+                                               "bundled all-MiniLM-L6-v2.")
 @click.option("--query-prompt", default=None, help="Prefix for queries given to the teacher (e.g. 'query: ').")
 @click.option("--doc-prompt", default=None, help="Prefix for documents given to the teacher (e.g. 'passage: ').")
 @click.option("--corpus", "corpus_path", type=click.Path(dir_okay=False), default=None,
               help="Real documents (JSONL with 'text', BEIR corpus.jsonl works) added to the teacher's ranking pool.")
 @executor_options("the per-record steps (heuristics, judges, sts_gap) and the teacher's encoding")
 @_llm_options
+@teacher_url_option
 def filter_cmd(in_path, out, recipe, teacher, query_prompt, doc_prompt, corpus_path, **kw) -> None:
     """Drop faulty records and negatives; every drop goes to rejected.jsonl with its step and reason.
 
@@ -224,6 +226,7 @@ def R(name: str, schema: type | None = None) -> click.ParamType:
 @click.option("--corpus", "corpus_path", type=click.Path(dir_okay=False), default=None,
               help="sts: draw negatives from these texts (JSONL with 'text') instead of the input's sentences.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for every per-example draw.")
+@teacher_url_option
 def convert(kind, in_path, out, teacher, random_negatives, task_text, n_negatives, min_score, scale_max,
             max_ratio, corpus_path, seed) -> None:
     """Turn classification, clustering or STS data into records (NV-Embed's example-based labels).
@@ -272,8 +275,8 @@ def D(name: str):
 @click.option("--out", type=click.Path(file_okay=False), required=True,
               help="Folder for mined.jsonl, mine_report.json and plots.")
 @click.option("--teacher", "teachers", multiple=True,
-              help="Embedding model (sentence-transformers name or path); repeat for an ensemble. "
-                   "Default: the bundled all-MiniLM-L6-v2.")
+              help="Embedding model (sentence-transformers name or path, or openai:MODEL served at "
+                   "--teacher-base-url); repeat for an ensemble. Default: the bundled all-MiniLM-L6-v2.")
 @click.option("--query-prompt", default=None, help="Prefix for queries given to the teacher(s).")
 @click.option("--doc-prompt", default=None, help="Prefix for documents given to the teacher(s).")
 @click.option("--batch-size", type=R("batch_size"), default=D("batch_size"), show_default=True)
@@ -329,6 +332,7 @@ def D(name: str):
               help="BEIR qrels the miner did not see: report the share of negatives they call relevant.")
 @click.option("--limit", type=R("limit"), default=None, help="Mine only the first N queries.")
 @executor_options("the teachers' encoding of queries and corpus")
+@teacher_url_option
 def mine(**kw) -> None:
     """Mine hard negatives for queries with known positives (NV-Retriever's positive-aware methods).
 
@@ -365,6 +369,7 @@ def mine(**kw) -> None:
               help="The export card's licence, a Hub id such as cc-by-4.0: the one your documents are under.")
 @click.option("--plots/--no-plots", default=True, show_default=True, help="Write filter's and mine's plots.")
 @_llm_options
+@teacher_url_option
 def pipeline(docs, out, n, task, recipe, relabel, teacher, formats, license, plots, **kw) -> None:
     """From documents alone to training data: generate --from-corpus, filter, mine, [relabel,] export.
 
@@ -395,16 +400,20 @@ def pipeline(docs, out, n, task, recipe, relabel, teacher, formats, license, plo
 @click.option("--max-model-len", type=click.IntRange(256), default=None,
               help="Context length cap (saves KV memory)  [default: the model's; 4096 on the CPU build].")
 @click.option("--start-timeout", type=click.FloatRange(1), default=1800.0, show_default=True)
+@click.option("--embed", is_flag=True,
+              help="Serve an embedding model (/v1/embeddings) for --teacher openai:NAME; with no --model, the "
+                   "bundled all-MiniLM-L6-v2.")
 @click.argument("vllm_args", nargs=-1, type=click.UNPROCESSED)
-def serve(model, vllm_python, port, max_num_seqs, tp, max_model_len, start_timeout, vllm_args) -> None:
-    """Start a vLLM server on 127.0.0.1 tuned for batch generation; Ctrl-C stops it.
+def serve(model, vllm_python, port, max_num_seqs, tp, max_model_len, start_timeout, embed, vllm_args) -> None:
+    """Start a vLLM server on 127.0.0.1 tuned for batch generation (or, with --embed, an
+    embedding model for the teacher); Ctrl-C stops it.
 
     Works with vLLM's GPU build (needs an NVIDIA GPU) and its CPU build (`make vllm`).
     Extra arguments after `--` go to vLLM unchanged.
     """
     from curate.llm.serve import serve as run_serve
 
-    run_serve(model, port, max_num_seqs, tp, max_model_len, tuple(vllm_args), start_timeout, vllm_python)
+    run_serve(model, port, max_num_seqs, tp, max_model_len, tuple(vllm_args), start_timeout, vllm_python, embed)
 
 
 from curate.ablate.command import ablate  # noqa: E402  (each stage's command lives with it)

@@ -3,6 +3,7 @@ every command that has some: ``filter``, ``mine``, ``ablate``)."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import click
@@ -35,3 +36,22 @@ def executor_from(kw: dict[str, Any]):
     from curate.core.executor import Executor
 
     return Executor(kw.pop("executor"), kw.pop("workers"), kw.pop("ray_address"), kw.pop("gpus_per_worker"))
+
+
+def teacher_url_option(fn):
+    """``--teacher-base-url URL`` (repeatable): where a ``--teacher openai:MODEL`` is served.
+
+    Every command that takes a teacher has it. The URLs go into the process's environment
+    (``curate.embed.api.BASE_URL_ENV``), where every teacher this run builds finds them, in
+    this process and in the Ray workers it starts, so no stage's signature has to carry them."""
+    def remember(ctx, param, values):
+        if values:
+            from curate.embed.api import BASE_URL_ENV
+
+            os.environ[BASE_URL_ENV] = " ".join(values)
+        return values
+
+    return click.option("--teacher-base-url", "teacher_base_urls", multiple=True, metavar="URL", expose_value=False,
+                        callback=remember, help="Server of a --teacher openai:MODEL (its /v1 URL; repeat to "
+                                                "spread the requests). The key: $CURATE_TEACHER_API_KEY or "
+                                                "$OPENAI_API_KEY.")(fn)

@@ -7,8 +7,14 @@ served from a background thread::
         run_cli(["--base-url", srv.base_url, ...])   # srv.base_url == "http://127.0.0.1:PORT/v1"
         assert srv.count_for("FAULTS[500]") == 3
 
-Endpoints: ``GET /v1/models``, ``GET /health``, ``POST /v1/chat/completions`` (the ``/v1``
-prefix is optional).
+Endpoints: ``GET /v1/models``, ``GET /health``, ``POST /v1/chat/completions``,
+``POST /v1/embeddings`` (the ``/v1`` prefix is optional).
+
+Embeddings: the marker goes in one of the input texts (its key: the marker and the rest of
+that text's line). ``ok`` answers one vector of ``embed_dim`` numbers per text, the same for
+the same text in any request; the transport actions (``429``, status codes, ``timeout``,
+``drop``, ``emptybody``, ``html``, ``trickle``, ``echokey``) work as for chat; ``wrongdim``
+answers vectors one number longer, ``short`` one vector fewer than the texts.
 
 Behaviour is picked per request from the prompt text, never from arrival order across
 different prompts, so concurrency does not change what a given item sees.  A user message
@@ -74,7 +80,7 @@ from typing import Any, Callable, Iterator
 MARKER_RE = re.compile(r"FAULTS\[([^\]]*)\]")
 VERDICT_RE = re.compile(r"VERDICT\[([^\]]*)\]")
 ACTION_RE = re.compile(
-    r"^(ok|429(s\d+(\.\d+)?)?|\d{3}|timeout(\d+(\.\d+)?)?|slow(\d+(\.\d+)?)?|drop|malformed|truncated|length|badschema|empty|blank|emptybody|html|trickle|echokey)$"
+    r"^(ok|429(s\d+(\.\d+)?)?|\d{3}|timeout(\d+(\.\d+)?)?|slow(\d+(\.\d+)?)?|drop|malformed|truncated|length|badschema|empty|blank|emptybody|html|trickle|echokey|wrongdim|short)$"
 )
 
 MALFORMED_TEXT = "Sure! here is your data: {oops"
@@ -446,7 +452,7 @@ class _Handler(BaseHTTPRequestHandler):
                 {
                     "object": "list",
                     "data": [
-                        {"id": m, "object": "model", "created": 0, "owned_by": "fake"}
+                        {"id": m, "object": "model", "created": 0, "owned_by": self.fake.owned_by}
                         for m in self.fake.models
                     ],
                 },
@@ -463,6 +469,14 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw.decode("utf-8")) if raw else {}
         except (UnicodeDecodeError, json.JSONDecodeError):
             body = None
+        if path in ("/v1/embeddings", "/embeddings") and isinstance(body, dict):
+            texts = body.get("input")
+            texts = [texts] if isinstance(texts, str) else texts if isinstance(texts, list) else []
+            key, actions = find_marker([{"role": "user", "content": t} for t in reversed(texts) if isinstance(t, str)])
+            req = self.fake._record("POST", path, dict(self.headers), body, key=key, actions=actions)
+            self._req = req
+            self._embeddings(req, body, [t for t in texts if isinstance(t, str)])
+            return
         if path not in ("/v1/chat/completions", "/chat/completions"):
             req = self.fake._record("POST", path, dict(self.headers), body)
             req.status = 404
@@ -484,41 +498,64 @@ class _Handler(BaseHTTPRequestHandler):
         self._req = req
         self._chat(req, body)
 
-    def _chat(self, req: Req, body: dict) -> None:
+    def _embeddings(self, req: Req, body: dict, texts: list[str]) -> None:
+        action = self._transport(req)
+        if action is None:
+            return
+        dim = self.fake.embed_dim + (action == "wrongdim")
+        vectors = [_vector(t, dim) for t in texts]
+        if action == "short":
+            vectors = vectors[:-1]
+        req.status = 200
+        req.answered = action
+        self._send_json(200, {"object": "list", "model": body.get("model") or "fake",
+                              "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)],
+                              "usage": {"prompt_tokens": sum(len(t.split()) for t in texts),
+                                        "total_tokens": sum(len(t.split()) for t in texts)}})
+
+    def _transport(self, req: Req) -> str | None:
+        """Answer the transport faults (a status, a dropped connection, a body that is not JSON,
+        a wait); returns the action still to answer with content, or None when it was answered."""
         action = req.action
         fake = self.fake
         if action == "drop":
             self._drop()
-            return
+            return None
         if action.startswith("429"):
             retry_after = action[4:] if action.startswith("429s") else "1"
             req.status = 429
             self._send_json(429, _error(429, "rate limited"), {"Retry-After": retry_after})
-            return
+            return None
         if re.fullmatch(r"\d{3}", action):
             status = int(action)
             req.status = status
             self._send_json(status, _error(status, f"scripted status {status}"))
-            return
+            return None
         if action in ("emptybody", "html", "trickle"):
             self._raw_reply(req, action)
-            return
+            return None
         if action == "echokey":
             req.status = 400
             self._send_json(400, _error(400, f"bad credentials: {self.headers.get('Authorization')}"))
-            return
+            return None
         if action.startswith("timeout"):
             secs = float(action[7:]) if len(action) > 7 else fake.timeout_sleep
             if fake._stop.wait(secs):  # server stopping: give up quietly
                 self._drop()
-                return
+                return None
             action = "ok"
         if action.startswith("slow"):
             if fake._stop.wait(float(action[4:]) if len(action) > 4 else 0.5):
                 self._drop()
-                return
+                return None
             action = "ok"
+        return action
 
+    def _chat(self, req: Req, body: dict) -> None:
+        fake = self.fake
+        action = self._transport(req)
+        if action is None:
+            return
         schema = request_schema(body)
         rng = random.Random(_seed_for(req))
         answer = build_instance(schema, rng) if schema else {"text": _words(rng, 60, 1, None)}
@@ -629,6 +666,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
+def _vector(text: str, dim: int) -> list[float]:
+    """A fixed vector for a text: the same in every request, different for different texts."""
+    rng = random.Random(hashlib.sha256(text.encode("utf-8")).digest())
+    return [round(rng.gauss(0.0, 1.0), 6) for _ in range(dim)]
+
+
 def _error(status: int, message: str) -> dict:
     kind = {429: "rate_limit_error", 400: "invalid_request_error", 404: "not_found_error"}.get(
         status, "server_error"
@@ -646,8 +689,11 @@ class FakeLLMServer:
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, timeout_sleep: float = 30.0,
                  models: tuple[str, ...] = ("fake",), healthy: bool = False,
-                 responder: Callable[[dict], dict | None] | None = None) -> None:
+                 responder: Callable[[dict], dict | None] | None = None, embed_dim: int = 8,
+                 owned_by: str = "fake") -> None:
         self.host = host
+        self.embed_dim = embed_dim  # length of the vectors /v1/embeddings answers
+        self.owned_by = owned_by  # what /v1/models says owns each model ("vllm": as vLLM says)
         self.healthy = healthy  # True: every chat request is answered 'ok', markers or not
         self.responder = responder  # answers from code, per request (see the module's docstring)
         self.port = port

@@ -160,6 +160,83 @@ def test_from_corpus_queries_through_vllm(server, tmp_path):
         assert not [h for h in r["meta"].get("history", []) if h.startswith(("invalid-json", "truncated"))]
 
 
+@pytest.fixture(scope="module")
+def embed_server(tmp_path_factory):
+    """``curate serve --embed``: vLLM's CPU build serving the bundled all-MiniLM-L6-v2 as an
+    embedding model, the teacher behind an API."""
+    log = tmp_path_factory.mktemp("vllm-embed") / "serve.log"
+    port = _free_port()
+    with open(log, "w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "curate", "serve", "--embed", "--port", str(port),
+                                 "--max-num-seqs", "16", "--vllm-python", RUNTIME.python], cwd=REPO,
+                                stdout=subprocess.PIPE, stderr=err, text=True, start_new_session=True)
+    url = proc.stdout.readline().strip()
+    if not url.startswith("http"):
+        proc.kill()
+        pytest.fail(f"curate serve --embed printed no URL (exit {proc.wait()}); log:\n{log.read_text()[-3000:]}")
+    yield url
+    os.kill(proc.pid, signal.SIGINT)
+    proc.wait(timeout=120)
+
+
+def _scifact_sample(n_queries: int = 40, n_docs: int = 600):
+    from curate.datasets.beir import load_beir
+
+    data = load_beir(SHARED_DATA / "scifact", "train")
+    qids = list(data.qrels)[:n_queries]
+    docs = list(dict.fromkeys([d for q in qids for d in data.qrels[q]] + list(data.corpus)[:n_docs]))
+    return data, qids, docs
+
+
+def test_the_served_teacher_gives_the_local_teachers_vectors(embed_server, tmp_path):
+    from curate.embed.teacher import Teacher
+
+    data, qids, docs = _scifact_sample()
+    texts = [data.queries[q] for q in qids] + [data.corpus[d] for d in docs]
+    served = Teacher("openai:all-MiniLM-L6-v2", base_urls=[embed_server], cache=False)
+    local = Teacher(None, cache=False)
+    a, b = served.encode_docs(texts), local.encode_docs(texts)
+    served.close()
+    cos = (a * b).sum(axis=1)
+    assert a.shape == b.shape == (len(texts), 384)
+    assert cos.min() >= 0.999, f"{(cos < 0.999).sum()} of {len(texts)} texts below 0.999 (min {cos.min():.5f})"
+    assert max(len(t.split()) for t in texts) > 256  # long abstracts too: cut where sentence-transformers cuts
+
+
+def test_mine_with_the_served_teacher_gives_the_local_negatives(embed_server, tmp_path):
+    """The same negatives for every query, but where two candidates' scores sit within the noise
+    of two float paths (2e-3) of each other or of the threshold: then either may be picked."""
+    from curate.embed.teacher import Teacher
+    from curate.mine.main import MineOptions, run_mine
+    from tests.mine_helpers import write_beir
+
+    data, qids, docs = _scifact_sample()
+    folder = write_beir(tmp_path / "beir", {d: data.corpus[d] for d in docs}, {q: data.queries[q] for q in qids},
+                        {q: data.qrels[q] for q in qids})
+    mined = {}
+    for name, teacher in (("served", Teacher("openai:all-MiniLM-L6-v2", base_urls=[embed_server], cache=False)),
+                          ("local", Teacher(None, cache=False))):
+        run_mine(MineOptions(out=str(tmp_path / name), data=str(folder), split="train", plots=False),
+                 teachers=[teacher])
+        teacher.close()
+        mined[name] = {r["id"]: r for r in read_jsonl(tmp_path / name / "mined.jsonl")}
+    assert mined["served"].keys() == mined["local"].keys() and len(mined["local"]) >= 0.9 * len(qids)
+    same = 0
+    for rid, loc in mined["local"].items():
+        srv = mined["served"][rid]
+        a = {n["doc_id"]: n["teacher_score"] for n in loc["negatives"]}
+        b = {n["doc_id"]: n["teacher_score"] for n in srv["negatives"]}
+        if list(a) == list(b):
+            same += 1
+            continue
+        cut = min(a.values()) if a else loc["teacher"]["positive"]
+        for doc in set(a) ^ set(b):  # a candidate swapped in or out sits at the cut
+            assert abs(a.get(doc, b.get(doc)) - cut) < 2e-3, (rid, a, b)
+        for doc in set(a) & set(b):
+            assert abs(a[doc] - b[doc]) < 2e-3
+    assert same >= 0.8 * len(mined["local"])
+
+
 def test_ctrl_c_stops_vllm_and_its_engine(server, generated):
     proc, url, _ = server
     port = int(url.rsplit(":", 1)[1].split("/")[0])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from curate.executor_options import executor_from, executor_options
+from curate.executor_options import executor_from, executor_options, teacher_url_option
 
 
 @click.command(name="ablate")
@@ -23,6 +23,7 @@ from curate.executor_options import executor_from, executor_options
 @click.option("--keep-models", is_flag=True, help="Keep every fine-tuned model under OUT/.../models.")
 @click.option("--report", "report_only", is_flag=True, help="Only gather the runs finished so far; train nothing.")
 @executor_options("each arm's training", unit="runs")
+@teacher_url_option
 def ablate(grid, out, seeds, steps, queries, max_seq_length, arms, light, keep_models, report_only, **kw) -> None:
     """Train the student on every arm of GRID, several seeds each, and compare them.
 

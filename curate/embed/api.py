@@ -1,0 +1,125 @@
+"""A teacher served behind an OpenAI-compatible ``/v1/embeddings`` endpoint (vLLM, TEI, ...).
+
+The 7B teachers the papers mine with (E5-Mistral, NV-Embed, Qwen3-Embedding) are served, not
+loaded in-process. ``--teacher openai:MODEL --teacher-base-url URL`` reaches such a server; a
+repeated URL spreads the requests. The requests go through the generate client
+(``curate.llm.client``), so retries, backoff, timeouts, the routing around a failing server and
+the scrubbing of the key out of every message are the same; texts go in batches, a bounded
+number in flight per server. The key comes from ``$CURATE_TEACHER_API_KEY`` or
+``$OPENAI_API_KEY`` and is never written.
+
+Before the first request each server's ``/v1/models`` is read: a server that does not serve
+MODEL stops the run with one line. On vLLM, which says so there, every request asks it to cut a
+text at the model's length, as sentence-transformers does with its ``max_seq_length`` (vLLM
+refuses a longer text otherwise).
+
+The client runs on an event loop of its own, in a thread, so a caller that is itself inside an
+event loop (the filter's steps) can encode without blocking on its own loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Sequence
+
+import httpx
+import numpy as np
+
+from curate.core.errors import CurateError
+
+PREFIX = "openai:"
+BASE_URL_ENV = "CURATE_TEACHER_BASE_URL"  # set by --teacher-base-url (space-separated when repeated)
+KEY_ENVS = ("CURATE_TEACHER_API_KEY", "OPENAI_API_KEY")
+CONCURRENCY = 8  # requests in flight per server: a served 7B teacher batches them itself
+
+
+def is_api_model(name: str | None) -> bool:
+    return bool(name) and name.startswith(PREFIX)
+
+
+def base_urls_from_env() -> list[str]:
+    return os.environ.get(BASE_URL_ENV, "").replace(",", " ").split()
+
+
+class ApiEmbedder:
+    """Vectors from a served model, batch by batch, as float32 rows (not yet normalised)."""
+
+    def __init__(self, model: str, base_urls: Sequence[str] | None = None, batch_size: int = 64,
+                 timeout: float = 120.0, max_retries: int = 6, concurrency: int = CONCURRENCY):
+        from curate.llm.client import ClientConfig
+
+        self.model = model[len(PREFIX):] if model.startswith(PREFIX) else model
+        if not self.model:
+            raise CurateError("--teacher openai:MODEL needs the model name the server serves")
+        urls = list(base_urls or base_urls_from_env())
+        if not urls:
+            raise CurateError(f"--teacher {PREFIX}{self.model} needs --teacher-base-url URL (the server's /v1)")
+        key = next((os.environ[k] for k in KEY_ENVS if os.environ.get(k)), None)
+        self.cfg = ClientConfig(base_urls=urls, model=self.model, api_key=key, concurrency=concurrency,
+                                timeout=timeout, max_retries=max_retries, backoff_base=0.5)
+        self.batch_size = max(1, int(batch_size))
+        self.dim: int | None = None
+        self.requests = 0
+        self._extra: dict | None = None
+        self._client = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _run(self, coro):
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+            threading.Thread(target=self._loop.run_forever, name="curate-teacher-api", daemon=True).start()
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        return self._run(self._encode(list(texts)))
+
+    async def _encode(self, texts: list[str]) -> np.ndarray:
+        if self._client is None:
+            from curate.llm.client import LLMClient
+
+            self._client = LLMClient(self.cfg)
+            self._extra = await self._check_servers()
+        batches = [texts[i:i + self.batch_size] for i in range(0, len(texts), self.batch_size)]
+        replies = await asyncio.gather(*(self._client.embed(b, self._extra) for b in batches))
+        rows = []
+        for vectors, answer in replies:
+            self.requests += answer.attempts
+            if vectors is None:
+                raise CurateError(f"teacher {PREFIX}{self.model}: {answer.reason}")
+            self.dim = self.dim or len(vectors[0])
+            if len(vectors[0]) != self.dim:  # each reply is of one length (the client checks)
+                raise CurateError(f"teacher {PREFIX}{self.model}: the server answered {len(vectors[0])}-d vectors "
+                                  f"after {self.dim}-d ones (another model behind the same name?)")
+            rows += vectors
+        return np.asarray(rows, dtype=np.float32).reshape(len(rows), self.dim or 0)
+
+    async def _check_servers(self) -> dict | None:
+        """Every server serves the model; on vLLM, cut long texts at the model's length."""
+        headers = {"Authorization": f"Bearer {self.cfg.api_key}"} if self.cfg.api_key else {}
+        owners = set()
+        async with httpx.AsyncClient(timeout=min(self.cfg.timeout, 30.0)) as http:
+            for url in self.cfg.base_urls:
+                try:
+                    resp = await http.get(url.rstrip("/") + "/models", headers=headers)
+                    listed = resp.json().get("data") if resp.status_code == 200 else None
+                except (httpx.HTTPError, ValueError, AttributeError):
+                    listed = None  # no listing (some gateways): the first request will tell
+                if not isinstance(listed, list):
+                    continue
+                ids = {m.get("id") for m in listed if isinstance(m, dict)}
+                if self.model not in ids:
+                    served = ", ".join(sorted(str(i) for i in ids)) or "nothing"
+                    raise CurateError(f"teacher {PREFIX}{self.model}: {self._client.scrub(url)} serves "
+                                      f"{served}, not {self.model}")
+                owners |= {m.get("owned_by") for m in listed if isinstance(m, dict) and m.get("id") == self.model}
+        return {"truncate_prompt_tokens": -1} if owners == {"vllm"} else None
+
+    def close(self) -> None:
+        if self._loop is not None:
+            if self._client is not None:
+                self._run(self._client.close())
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._loop = None
+            self._client = None
