@@ -331,7 +331,7 @@ def D(name: str):
 @click.option("--check-qrels", default=None,
               help="BEIR qrels the miner did not see: report the share of negatives they call relevant.")
 @click.option("--limit", type=R("limit"), default=None, help="Mine only the first N queries.")
-@executor_options("the teachers' encoding of queries and corpus")
+@executor_options("the teachers' encoding and the search (one shard of the corpus a worker)")
 @teacher_url_option
 def mine(**kw) -> None:
     """Mine hard negatives for queries with known positives (NV-Retriever's positive-aware methods).

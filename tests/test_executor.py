@@ -141,3 +141,48 @@ def test_mine_encodes_on_ray_workers_with_the_same_result(tmp_path, monkeypatch)
     assert negatives(mined["ray"]) == negatives(mined["local"])
     run = json.loads((tmp_path / "ray" / "run.json").read_text())
     assert run["params"]["executor"]["kind"] == "ray"
+
+
+def test_a_sharded_index_answers_as_one_flat_index():
+    pytest.importorskip("ray")
+    import numpy as np
+
+    from curate.negatives.search import SearchIndex
+    from curate.negatives.sharded import ShardedIndex
+
+    rng = np.random.default_rng(3)
+    docs = rng.standard_normal((1001, 24)).astype(np.float32)
+    docs /= np.linalg.norm(docs, axis=1, keepdims=True)
+    queries = docs[:40] + 0.1 * rng.standard_normal((40, 24)).astype(np.float32)
+    one, sharded = SearchIndex(docs, "flat"), ShardedIndex(docs, "flat", Executor("ray", 2))
+    try:
+        assert sharded.shards == [501, 500]
+        for k in (1, 10, 600, 1001, 5000):  # within a shard, deeper than one, the whole corpus
+            s1, i1 = one.search(queries, k)
+            s2, i2 = sharded.search(queries, k)
+            assert np.allclose(s1, s2, atol=1e-6), k
+            for row, col in zip(*np.nonzero(i1 != i2)):  # only equal scores may come in another order
+                near = s1[row, max(0, col - 1):col + 2]
+                assert np.sum(np.abs(near - s1[row, col]) < 1e-6) > 1, (k, row, col)
+            assert (i1 == i2).mean() > 0.99
+    finally:
+        sharded.close()
+
+
+def test_mine_on_ray_searches_the_corpus_in_shards_with_the_same_records(tmp_path):
+    """Each Ray worker holds one shard's index; the driver merges their top k, and a query whose
+    candidates run out (a first window of 8) searches again, deeper, on its own."""
+    pytest.importorskip("ray")
+    from curate.mine.main import MineOptions, run_mine
+    from tests.mine_helpers import HashTeacher
+
+    pairs, corpus = _scifact_world(tmp_path, n_queries=16, n_docs=260)
+    reports = {}
+    for name, executor in (("local", Executor()), ("ray", Executor("ray", 2))):
+        reports[name] = run_mine(MineOptions(out=str(tmp_path / name), pairs=str(pairs), corpus=str(corpus),
+                                             depth=8, plots=False, executor=executor),
+                                 teachers=[HashTeacher("hash", dim=64)])
+    assert read_jsonl(tmp_path / "ray" / "mined.jsonl") == read_jsonl(tmp_path / "local" / "mined.jsonl")
+    assert len(read_jsonl(tmp_path / "local" / "mined.jsonl")) == 16
+    assert reports["ray"]["search"]["index"]["shards"] == [130, 130]
+    assert reports["ray"]["teachers"][0]["queries_searched_deeper"] > 0

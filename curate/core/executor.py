@@ -117,12 +117,15 @@ def _remote(ray, target, executor: Executor):
 class WorkerPool:
     """Long-lived Ray workers for rounds of shards: each worker is built once by ``make_worker``
     (loading a model, say) and then takes one shard per round, so a model loads once per worker
-    however many rounds follow."""
+    however many rounds follow. A list of makers builds one worker from each (a worker that
+    holds its own part of the data: a shard of a corpus's index)."""
 
-    def __init__(self, make_worker: Callable[[], Callable[[S], R]], executor: Executor):
+    def __init__(self, make_worker: Callable[[], Callable[[S], R]] | Sequence[Callable[[], Callable[[S], R]]],
+                 executor: Executor):
         ray = _ray(executor)
         actor = _remote(ray, _Worker, executor)
-        self._actors = [actor.remote(make_worker) for _ in range(executor.workers)]
+        makers = list(make_worker) if isinstance(make_worker, Sequence) else [make_worker] * executor.workers
+        self._actors = [actor.remote(m) for m in makers]
 
     @property
     def size(self) -> int:

@@ -76,4 +76,4 @@ class MineOptions(SearchSettings, Knobs):
     positive_top: int = field(default=0, metadata={"min": 0})
     check_qrels: str | None = None
     plots: bool = True
-    executor: Executor = field(default_factory=Executor)  # where the teachers encode (local or Ray workers)
+    executor: Executor = field(default_factory=Executor)  # where teachers encode; on Ray, one corpus shard a worker
