@@ -447,7 +447,8 @@ def test_decontamination_drops_planted_copies_of_scifact_test(data):
                         negatives=[Negative("x")]))
     path = _write(data["tmp"] / "decon" / "records.jsonl", clean + extra)
     rows, report = _export(data["tmp"], [path], "decon-out", decontaminate=(str(SCIFACT),), dev_fraction=0)
-    dropped = {d["id"]: d for d in read_jsonl(data["tmp"] / "decon-out" / "decontaminated.jsonl")}
+    dropped = {d["id"]: d["detail"] for d in read_jsonl(data["tmp"] / "decon-out" / "rejected.jsonl")
+               if d["reason"] == "decontaminate"}  # with the evaluation texts each matched
     for rid, (_, eval_id) in planted.items():
         assert rid in dropped and eval_id in {m["eval"] for m in dropped[rid]["matches"]}
     assert dropped["copy-doc"]["matches"][0]["field"] == "positive"
@@ -476,7 +477,8 @@ def test_decontaminating_against_a_split_keeps_the_shared_corpus(data):
     gen = [r for r in data["generated"]]
     rows, report = _export(data["tmp"], [data["gen"]], "decon-split", decontaminate=(f"{SCIFACT}:test",),
                            dev_fraction=0)
-    dropped = {d["id"]: d for d in read_jsonl(data["tmp"] / "decon-split" / "decontaminated.jsonl")}
+    dropped = {d["id"]: d["detail"] for d in read_jsonl(data["tmp"] / "decon-split" / "rejected.jsonl")
+               if d["reason"] == "decontaminate"}
     train = load_beir(SCIFACT, "train")
     by_text = {t: d for d, t in train.corpus.items()}
     for r in gen:

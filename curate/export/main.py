@@ -27,12 +27,11 @@ from curate.export.instructions import Instruction, resolve
 from curate.export.levels import GAP_BINS, assign_levels
 from curate.export.rows import ExportRow
 from curate.export.splits import split_dev
-from curate.core.jsonl import atomic_write_json, atomic_write_jsonl
+from curate.core.jsonl import atomic_write_json
 from curate.core.runner import open_run
 
 REPORT = "export_report.json"
 INDEX = "README.md"  # above the formats' folders when there are several
-DECONTAMINATED = "decontaminated.jsonl"
 # Formats whose trainer reads every JSON file of the folder it is given (FlagEmbedding): their
 # files go in a folder of their own even alone, never beside export_report.json and run.json.
 FOLDER_READ = ("flagembedding",)
@@ -134,7 +133,7 @@ def run_export(opts: ExportOptions) -> dict[str, Any]:
     if out.exists() and not out.is_dir():
         raise CurateError(f"{out}: exists and is not a folder; choose another --out")
     inputs = [*opts.inputs, *(opts.decontaminate or ())]
-    writes = [REPORT, DECONTAMINATED, *((INDEX,) if len(formats) > 1 else ()), *(formats if nested(formats) else ())]
+    writes = [REPORT, *((INDEX,) if len(formats) > 1 else ()), *(formats if nested(formats) else ())]
     with open_run("export", out, {k: v for k, v in asdict(opts).items() if k != "out"}, inputs,
                   writes=writes) as run:
         _check_out(out)  # after the run folder finished any swap a killed export left
@@ -152,8 +151,8 @@ def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: 
             run.reject(rec_id, "duplicate-id", source=s.path)
     items, dropped, decon = decontaminate(items, opts.decontaminate, opts.decontaminate_threshold,
                                           opts.decontaminate_ngram)
-    for d in dropped:
-        run.reject(d["id"], "decontaminate", source=d["source"])
+    for d in dropped:  # with the evaluation texts each matched, in the run's one drop log
+        run.reject(d["id"], "decontaminate", source=d["source"], matches=d["matches"])
     level_stats = assign_levels(items, opts.gap_levels)
     train, dev, crossing, split_info = split_dev(items, opts.dev_fraction, opts.seed)
     for it in crossing:
@@ -188,12 +187,12 @@ def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: 
                                 "task_order": opts.task_order, "mixed_tail": opts.mixed_tail},
                       split=split_info, hub={**hub, **({"license_missing_for": unlicensed} if unlicensed else {})},
                       out=Path(opts.out))
-    return _write(run.dir, writers, rows, card, dropped if opts.decontaminate else None, started)
+    return _write(run.dir, writers, rows, card, started)
 
 
 def _write(folder: Path, writers: dict[str, Callable], rows: list[ExportRow], card: dict[str, Any],
-           decontaminated: list[dict[str, Any]] | None, started: float) -> dict[str, Any]:
-    """Every format (one subfolder each when there are several), the drop list and the report."""
+           started: float) -> dict[str, Any]:
+    """Every format (one subfolder each when there are several) and the report."""
     outputs = {}
     for name, writer in writers.items():
         written = writer(rows, folder / name if nested(writers) else folder, card)
@@ -204,8 +203,6 @@ def _write(folder: Path, writers: dict[str, Callable], rows: list[ExportRow], ca
 
         how = commands(list(writers), settings(rows, card["parameters"].get("batch_size")))
         write_index(folder, card, outputs, how)
-    if decontaminated is not None:
-        atomic_write_jsonl(folder / DECONTAMINATED, decontaminated)
     report = {**card, "outputs": outputs, "wall_seconds": round(time.perf_counter() - started, 2)}
     atomic_write_json(folder / REPORT, report)
     return report
