@@ -406,13 +406,37 @@ def _pairs_datasketch(sig: np.ndarray, valid: np.ndarray, threshold: float, seed
     return np.asarray(left, dtype=np.int64), np.asarray(right, dtype=np.int64)
 
 
-def _band_keys(sig: np.ndarray, lo: int, hi: int) -> np.ndarray:
+def band_keys(sig: np.ndarray, lo: int, hi: int) -> np.ndarray:
     key = np.full(len(sig), _U64(hi - lo), dtype=_U64)
     for c in range(lo, hi):
         key *= _U64(_CHAIN)
         key += sig[:, c].astype(_U64)
         key = _fmix64(key)
     return key
+
+
+def band_pairs(key: np.ndarray, ids: np.ndarray, n: int, max_bucket: int = MAX_BUCKET) -> list[np.ndarray]:
+    """Pairs of rows whose keys in one band are equal, as codes ``min * n + max``: sort the
+    keys, pair equal neighbours up to ``max_bucket`` apart (``ids``: each key's row)."""
+    order = np.argsort(key, kind="stable")
+    ks = key[order]
+    same = ks[1:] == ks[:-1]
+    # only positions inside a bucket of two or more
+    inb = np.zeros(len(ks), dtype=bool)
+    inb[1:] |= same
+    inb[:-1] |= same
+    pos = np.flatnonzero(inb)
+    ks, members = ks[pos], ids[order[pos]]
+    found = []
+    for d in range(1, max_bucket):
+        if d >= len(ks):
+            break
+        m = ks[d:] == ks[:-d]
+        if not m.any():
+            break
+        i, j = members[:-d][m], members[d:][m]
+        found.append(np.minimum(i, j) * n + np.maximum(i, j))
+    return found
 
 
 def _pairs_numpy(sig: np.ndarray, valid: np.ndarray, params: tuple[int, int],
@@ -423,27 +447,8 @@ def _pairs_numpy(sig: np.ndarray, valid: np.ndarray, params: tuple[int, int],
     everything = len(ids) == n
     found = []
     for band in range(bands):
-        key = _band_keys(sig, band * rows, (band + 1) * rows)
-        if not everything:
-            key = key[ids]
-        order = np.argsort(key, kind="stable")
-        ks = key[order]
-        del key
-        same = ks[1:] == ks[:-1]
-        # only positions inside a bucket of two or more
-        inb = np.zeros(len(ks), dtype=bool)
-        inb[1:] |= same
-        inb[:-1] |= same
-        pos = np.flatnonzero(inb)
-        ks, members = ks[pos], ids[order[pos]]
-        for d in range(1, max_bucket):
-            if d >= len(ks):
-                break
-            m = ks[d:] == ks[:-d]
-            if not m.any():
-                break
-            i, j = members[:-d][m], members[d:][m]
-            found.append(np.minimum(i, j) * n + np.maximum(i, j))
+        key = band_keys(sig, band * rows, (band + 1) * rows)
+        found += band_pairs(key if everything else key[ids], ids, n, max_bucket)
     if not found:
         return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
     code = np.unique(np.concatenate(found))

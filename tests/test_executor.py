@@ -186,3 +186,60 @@ def test_mine_on_ray_searches_the_corpus_in_shards_with_the_same_records(tmp_pat
     assert len(read_jsonl(tmp_path / "local" / "mined.jsonl")) == 16
     assert reports["ray"]["search"]["index"]["shards"] == [130, 130]
     assert reports["ray"]["teachers"][0]["queries_searched_deeper"] > 0
+
+
+def _copies(path, n: int = 240):
+    """SciFact claims and abstracts with planted near-copies: a query with one word changed, an
+    abstract with one word changed, and a task asked twice with the query's words shuffled."""
+    pairs = scifact_pairs(n, max_chars=600)
+    recs = []
+    for i, (q, d) in enumerate(pairs):
+        recs.append(Record(id=f"r{i}", task_type="short-long", task=f"Find evidence for claim kind {i % 5}.",
+                           query=q, positive=d, negatives=[Negative(text=pairs[(i + 1) % n][1], level=1)],
+                           positive_score=float(i % 10)))
+    for i in range(0, n, 6):
+        q, d = pairs[i]
+        words = q.split()
+        recs.append(Record(id=f"q-copy{i}", task_type="short-long", task="Another task entirely, about claims.",
+                           query=" ".join(words[:-1] + ["indeed"]) if len(words) > 12 else q + " indeed",
+                           positive=pairs[(i + 3) % n][1] + " appended", negatives=[Negative(text="x y z")],
+                           positive_score=5.0))
+        recs.append(Record(id=f"d-copy{i}", task_type="short-long", task="Yet another task on abstracts.",
+                           query=f"an unrelated question number {i}", positive=d.replace(" the ", " a ", 1),
+                           negatives=[Negative(text="x y z")], positive_score=1.0))
+        recs.append(Record(id=f"t-copy{i}", task_type="short-long", task=f"Find evidence for claim kind {i % 5}!",
+                           query=" ".join(reversed(words)), positive=pairs[(i + 7) % n][1] + " different",
+                           negatives=[Negative(text="x y z")], positive_score=0.5))
+    path.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in recs), encoding="utf-8")
+    return path
+
+
+def test_minhash_on_ray_runs_in_stages_and_drops_what_one_process_drops(tmp_path):
+    """Signatures as a map, band buckets grouped by key, components in the driver: the same kept
+    member (the best by margin) and the same rejected.jsonl lines as the step in one process."""
+    pytest.importorskip("ray")
+    records = _copies(tmp_path / "in.jsonl")
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("steps:\n  - minhash: {}\n")
+    local = api.filter(api.FilterOptions(inp=str(records), out=str(tmp_path / "local"), recipe=str(recipe)))
+    staged = api.filter(api.FilterOptions(inp=str(records), out=str(tmp_path / "ray"), recipe=str(recipe),
+                                          executor=api.Executor("ray", 3)))
+    for name in ("filtered.jsonl", "rejected.jsonl"):
+        assert read_jsonl(tmp_path / "ray" / name) == read_jsonl(tmp_path / "local" / name), name
+    dropped = local["steps"][0]["records_dropped"]
+    assert min(dropped.get(f"near-duplicate-{f}", 0) for f in ("query", "positive", "task")) >= 10, dropped
+    assert staged["steps"][0]["records_dropped"] == dropped
+
+
+def test_staged_groups_match_one_process_on_many_texts():
+    pytest.importorskip("ray")
+    from curate.minhash import find_duplicate_groups
+    from curate.minhash_staged import staged_groups
+
+    texts = [t for pair in scifact_pairs(1500, max_chars=400) for t in pair]
+    texts += [t.replace(" of ", " for ", 1) for t in texts[::5]]  # near-copies
+    texts += ["", "   "]  # no words: never grouped
+    local = find_duplicate_groups(texts, 0.7, lsh="numpy")
+    res = staged_groups([(texts, 3, 0.7)], Executor("ray", 3))
+    assert res.groups == local and len(local) > 300
+    assert list(res.rows) == sorted({m for g in local for m in g})

@@ -61,6 +61,7 @@ class FilterContext:
     notes: dict[str, dict[str, Any]] = field(default_factory=dict)  # per-step numbers for the report
     clients: dict[str, Any] = field(default_factory=dict)  # LLM clients opened this run, by backend
     stack: Any = None  # the run's AsyncExitStack: clients stay open until the last step is done
+    executor: Any = None  # the run's Executor: a global step may run in stages on it (minhash)
     _teacher: Any = None
 
     @property

@@ -103,7 +103,7 @@ def _filter(records, in_path: Path, out_dir: Path, run, recipe, teacher, query_p
     for key, value in (("model", teacher), ("query_prompt", query_prompt), ("doc_prompt", doc_prompt)):
         if value is not None:
             teacher_cfg[key] = value
-    ctx = FilterContext(out_dir=out_dir, teacher_factory=_teacher_factory(teacher_cfg, executor),
+    ctx = FilterContext(out_dir=out_dir, executor=executor, teacher_factory=_teacher_factory(teacher_cfg, executor),
                         llm_factory=_judge_factory(llm_opts, out_dir), corpus=corpus)
     unique, dup_row = _first_copies(records, ctx)
     kept, rows = run_steps(unique, recipe, ctx, executor)

@@ -127,6 +127,35 @@ def _add_teacher_margins(alive: list[Record], margins: dict[int, tuple[int, floa
             margins[m] = (2, value)
 
 
+def _local(alive: list[Record], field: str, thr: float, ngram: int, tq: float, num_perm: int, seed: int,
+           lsh: str) -> tuple[list[list[int]], list]:
+    """Near-duplicate groups of one field, and the (signatures, threshold) checks that resolve them."""
+    sig = signatures([getattr(r, field) for r in alive], num_perm=num_perm, ngram=ngram, seed=seed)
+    if field == "task":
+        qsig = signatures([r.query for r in alive], num_perm=num_perm, ngram=1, seed=seed)
+        i, j, _ = similar_pairs(qsig, tq, lsh=lsh, seed=seed)
+        both = jaccard(sig, i, j) >= thr
+        return union_find_groups(i[both], j[both]), [(sig, thr), (qsig, tq)]
+    i, j, _ = similar_pairs(sig, thr, lsh=lsh, seed=seed)
+    return union_find_groups(i, j), [(sig, thr)]
+
+
+def _staged(alive: list[Record], field: str, thr: float, ngram: int, tq: float, num_perm: int, seed: int,
+            executor) -> tuple[list[list[int]], list, dict[int, int]]:
+    """The same groups through ``minhash_staged`` (signatures a map, bands grouped by key,
+    components in the driver); the checks hold the members' signatures only."""
+    from curate.minhash_staged import staged_groups
+
+    texts = [getattr(r, field) for r in alive]
+    if field == "task":
+        res = staged_groups([([r.query for r in alive], 1, tq), (texts, ngram, thr)], executor, num_perm, seed)
+        checks = [(res.sigs[1], thr), (res.sigs[0], tq)]
+    else:
+        res = staged_groups([(texts, ngram, thr)], executor, num_perm, seed)
+        checks = [(res.sigs[0], thr)]
+    return res.groups, checks, {int(m): k for k, m in enumerate(res.rows)}
+
+
 @register("minhash", schema_from_defaults("MinhashParams", DEFAULTS), _params)
 def minhash(records: list[Record], params: dict[str, Any], ctx: FilterContext) -> list[Record]:
     p = _params(params)
@@ -140,31 +169,29 @@ def minhash(records: list[Record], params: dict[str, Any], ctx: FilterContext) -
         def rank(i: int) -> int:
             return 0
 
+    staged = ctx.executor is not None and ctx.executor.shards > 1
     for field in p["fields"]:
         if len(alive) < 2:
             ctx.note(**{f"{field}_groups": 0, f"{field}_dropped": 0})
             continue
         thr = float(_per_field(p["threshold"], "threshold", field))
         ngram = _per_field(p["ngram"], "ngram", field)
-        sig = signatures([getattr(r, field) for r in alive], num_perm=num_perm, ngram=ngram,
-                         seed=seed)
-        if field == "task":
-            tq = float(p["task_query_threshold"])
-            qsig = signatures([r.query for r in alive], num_perm=num_perm, ngram=1, seed=seed)
-            i, j, _ = similar_pairs(qsig, tq, lsh=p["lsh"], seed=seed)
-            both = jaccard(sig, i, j) >= thr
-            i, j = i[both], j[both]
-            checks = [(sig, thr), (qsig, tq)]
+        tq = float(p["task_query_threshold"])
+        if staged:  # on Ray, in stages: no process holds every signature
+            groups, checks, row = _staged(alive, field, thr, ngram, tq, num_perm, seed, ctx.executor)
         else:
-            i, j, _ = similar_pairs(sig, thr, lsh=p["lsh"], seed=seed)
-            checks = [(sig, thr)]
-        groups = union_find_groups(i, j)
+            groups, checks = _local(alive, field, thr, ngram, tq, num_perm, seed, p["lsh"])
+            row = None
         margins = {m: record_margin(alive[m]) for g in groups for m in g}
         if p["keep"] == "margin" and ctx.teacher_factory is not None:
             _add_teacher_margins(alive, margins, ctx)
         dropped: set[int] = set()
         for group in groups:
-            for d, k, sims in resolve_group(group, rank, checks):
+            # signatures by position in ``checks`` (staged: only the groups' members, row[m] each)
+            at = (lambda m: m) if row is None else row.__getitem__
+            back = {at(m): m for m in group}
+            for d, k, sims in resolve_group([at(m) for m in group], lambda c: rank(back[c]), checks):
+                d, k = back[d], back[k]
                 numbers = {"kept": alive[k].id, "similarity": round(sims[0], 4)}
                 if field == "task":
                     numbers["query_similarity"] = round(sims[1], 4)
