@@ -37,19 +37,27 @@ class StagedGroups:
     candidates: int  # pairs the bands proposed
 
 
-def _signatures(texts_per_check, num_perm: int, ngrams: Sequence[int], seed: int) -> list[np.ndarray]:
-    return [signatures(t, num_perm=num_perm, ngram=g, seed=seed, workers=1) for t, g in zip(texts_per_check, ngrams)]
+def _signatures(texts_per_check, num_perm: int, ngrams: Sequence[int], seed: int, bands: int,
+                rows: int) -> tuple[list[np.ndarray], np.ndarray]:
+    """A shard's signatures (one array per check) and its band keys for the first check, one
+    contiguous row per band (-1 where a text has no words), so a band's task reads only its row."""
+    sigs = [signatures(t, num_perm=num_perm, ngram=g, seed=seed, workers=1) for t, g in zip(texts_per_check, ngrams)]
+    keys = np.empty((bands, len(sigs[0])), np.uint64)
+    empty = is_empty(sigs[0])
+    for band in range(bands):
+        keys[band] = band_keys(sigs[0], band * rows, (band + 1) * rows)
+    return sigs, np.where(empty, np.uint64(0), keys), empty
 
 
-def _bands(refs, offsets: list[int], n: int, bands: Sequence[int], rows: int, max_bucket: int) -> np.ndarray:
-    """Candidate pair codes from these bands of the first check's signatures."""
+def _bands(refs, offsets: list[int], n: int, bands: Sequence[int], max_bucket: int) -> np.ndarray:
+    """Candidate pair codes from these bands of the first check."""
     shards = _shards(refs)
     found = []
     for band in bands:
         keys, ids = [], []
-        for sig, off in zip((s[0] for s in shards), offsets):
-            valid = np.flatnonzero(~is_empty(sig))
-            keys.append(band_keys(sig, band * rows, (band + 1) * rows)[valid])
+        for (_, key, empty), off in zip(shards, offsets):
+            valid = np.flatnonzero(~empty)
+            keys.append(key[band][valid])
             ids.append(valid + off)
         found += band_pairs(np.concatenate(keys), np.concatenate(ids), n, max_bucket)
     return np.unique(np.concatenate(found)) if found else np.empty(0, np.int64)
@@ -57,10 +65,10 @@ def _bands(refs, offsets: list[int], n: int, bands: Sequence[int], rows: int, ma
 
 def _rows_of(shards: list[list[np.ndarray]], offsets: np.ndarray, check: int, rows: np.ndarray) -> np.ndarray:
     which = np.searchsorted(offsets, rows, side="right") - 1
-    out = np.empty((len(rows), shards[0][check].shape[1]), np.uint32)
+    out = np.empty((len(rows), shards[0][0][check].shape[1]), np.uint32)
     for s in np.unique(which):
         here = which == s
-        out[here] = shards[s][check][rows[here] - offsets[s]]
+        out[here] = shards[s][0][check][rows[here] - offsets[s]]
     return out
 
 
@@ -73,27 +81,29 @@ def _verify(refs, offsets: np.ndarray, codes: np.ndarray, n: int,
     first = None
     for c, thr in enumerate(thresholds):
         sim = np.count_nonzero(_rows_of(shards, offsets, c, i) == _rows_of(shards, offsets, c, j), axis=1)
-        sim = sim / shards[0][c].shape[1]
+        sim = sim / shards[0][0][c].shape[1]
         first = sim if first is None else first
         keep &= sim >= thr
     return codes[keep], first[keep]
+
+
+SHARD_TEXTS = 500_000  # texts a map task signs at most: its memory (texts, signatures, keys) stays near 0.5 GB
 
 
 def staged_groups(checks: Sequence[tuple[Sequence[str], int, float]], executor: Executor, num_perm: int = 128,
                   seed: int = 1, max_bucket: int = MAX_BUCKET, pair_chunk: int = 1_000_000) -> StagedGroups:
     ray = _ray(executor)
     n = len(checks[0][0])
-    parts = split(range(n), executor.shards)
+    parts = split(range(n), max(executor.shards, -(-n // SHARD_TEXTS)))
     offsets = np.asarray([p[0] for p in parts], np.int64)
     ngrams = [g for _, g, _ in checks]
-    sign = _remote(ray, _signatures, executor)
-    shard_refs = [sign.remote([list(t[p[0]:p[-1] + 1]) for t, _, _ in checks], num_perm, ngrams, seed)
-                  for p in parts]
     bands, rows = lsh_params(float(checks[0][2]), num_perm)
+    sign = _remote(ray, _signatures, executor)
+    shard_refs = [sign.remote([list(t[p[0]:p[-1] + 1]) for t, _, _ in checks], num_perm, ngrams, seed, bands, rows)
+                  for p in parts]
     group = _remote(ray, _bands, executor)
     band_sets = [b for b in split(range(bands), executor.shards) if b]
-    candidate_refs = [group.remote(shard_refs, offsets.tolist(), n, list(b), rows, max_bucket)
-                      for b in band_sets]
+    candidate_refs = [group.remote(shard_refs, offsets.tolist(), n, list(b), max_bucket) for b in band_sets]
     codes = [ray.get(r) for r in candidate_refs]
     codes = np.unique(np.concatenate(codes)) if codes else np.empty(0, np.int64)
     verify = _remote(ray, _verify, executor)
