@@ -14,6 +14,7 @@ positives), as ``SearchIndex`` answers it.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,13 +27,14 @@ from curate.negatives.search import SearchIndex
 class _ShardSearcher:
     """Builds, in a worker, the index of one shard; answers ``(queries, k)`` with global ids."""
 
-    vectors: np.ndarray
+    vectors: np.ndarray | Callable[[], np.ndarray]  # or what makes them, in the worker
     offset: int
     kind: str
     options: dict
 
     def __call__(self):
-        index = SearchIndex(self.vectors, self.kind, **self.options)
+        vectors = self.vectors() if callable(self.vectors) else self.vectors
+        index = SearchIndex(vectors, self.kind, **self.options)
 
         def search(job):
             queries, k = job
@@ -43,21 +45,32 @@ class _ShardSearcher:
 
 
 class ShardedIndex:
-    def __init__(self, vectors: np.ndarray, kind: str, executor: Executor, **options):
-        self.vectors = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32))
-        self.ntotal, self.dim = self.vectors.shape
+    def __init__(self, vectors: np.ndarray | None, kind: str, executor: Executor,
+                 shard_makers: Sequence[tuple[Callable[[], np.ndarray], int]] = (), **options):
+        """Over ``vectors`` cut in ``executor.shards`` slices; or, with ``vectors`` None, over
+        shards each worker makes itself (``shard_makers``: (make its vectors, their count)), so
+        the driver never holds the corpus (then no search may reach the whole corpus)."""
         self.kind = kind
-        rows = split(range(self.ntotal), executor.shards)
-        self.shards = [len(r) for r in rows]
-        makers = [_ShardSearcher(self.vectors[r[0]:r[-1] + 1], r[0], kind, options) for r in rows]
-        self._pool = WorkerPool(makers, executor)
-        self._whole = SearchIndex(self.vectors, "flat", use_gpu=False)  # no index built: brute force on demand
+        if vectors is not None:
+            self.vectors = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32))
+            rows = split(range(len(self.vectors)), executor.shards)
+            shard_makers = [(self.vectors[r[0]:r[-1] + 1], len(r)) for r in rows]
+            self._whole = SearchIndex(self.vectors, "flat", use_gpu=False)  # no index built: brute force on demand
+        else:
+            self.vectors, self._whole = None, None
+        self.shards = [size for _, size in shard_makers]
+        self.ntotal = sum(self.shards)
+        offsets = np.cumsum([0, *self.shards])[:-1].tolist()
+        self._pool = WorkerPool([_ShardSearcher(v, off, kind, options) for (v, _), off in zip(shard_makers, offsets)],
+                                executor)
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(scores, indices), each (n_queries, min(k, ntotal)), best first."""
         q = np.ascontiguousarray(np.asarray(queries, dtype=np.float32))
         k = max(0, min(int(k), self.ntotal))
         if k == 0 or len(q) == 0 or k >= self.ntotal:
+            if self._whole is None:
+                raise ValueError("a search of the whole corpus needs the vectors in the driver")
             return self._whole.search(q, k)
         parts = self._pool.map([(q, k)] * self._pool.size)
         scores = np.concatenate([s for s, _ in parts], axis=1)
