@@ -7,8 +7,9 @@ cut so that no process holds every signature:
    signatures stay in Ray's object store (shared memory, read without copies).
 2. **band buckets, grouped by key**: one task per group of bands reads that band's columns of
    every shard, sorts the keys and pairs equal neighbours (``minhash.band_pairs``).
-3. **verification**: the candidate pairs in chunks; a task estimates each pair's Jaccard under
-   every check and keeps the pairs that clear all of them.
+3. **verification**: the candidate pairs by the pair of shards they fall in; a task reads those
+   two shards' signatures only, estimates each pair's Jaccard under every check and keeps the
+   pairs that clear all of them.
 4. **connected components** over the verified pairs in the driver (``union_find_groups``),
    and the signature rows of the groups' members fetched for resolving them.
 
@@ -38,15 +39,15 @@ class StagedGroups:
 
 
 def _signatures(texts_per_check, num_perm: int, ngrams: Sequence[int], seed: int, bands: int,
-                rows: int) -> tuple[list[np.ndarray], np.ndarray]:
-    """A shard's signatures (one array per check) and its band keys for the first check, one
-    contiguous row per band (-1 where a text has no words), so a band's task reads only its row."""
+                rows: int) -> tuple[list[np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """A shard's signatures (one array per check), and apart from them its band keys for the
+    first check, one contiguous row a band, with which texts have no words: a band's task then
+    reads only keys, and a verifying task only the signatures of the shards it compares."""
     sigs = [signatures(t, num_perm=num_perm, ngram=g, seed=seed, workers=1) for t, g in zip(texts_per_check, ngrams)]
     keys = np.empty((bands, len(sigs[0])), np.uint64)
-    empty = is_empty(sigs[0])
     for band in range(bands):
         keys[band] = band_keys(sigs[0], band * rows, (band + 1) * rows)
-    return sigs, np.where(empty, np.uint64(0), keys), empty
+    return sigs, (keys, is_empty(sigs[0]))
 
 
 def _bands(refs, offsets: list[int], n: int, bands: Sequence[int], max_bucket: int) -> np.ndarray:
@@ -55,7 +56,7 @@ def _bands(refs, offsets: list[int], n: int, bands: Sequence[int], max_bucket: i
     found = []
     for band in bands:
         keys, ids = [], []
-        for (_, key, empty), off in zip(shards, offsets):
+        for (key, empty), off in zip(shards, offsets):
             valid = np.flatnonzero(~empty)
             keys.append(key[band][valid])
             ids.append(valid + off)
@@ -63,28 +64,26 @@ def _bands(refs, offsets: list[int], n: int, bands: Sequence[int], max_bucket: i
     return np.unique(np.concatenate(found)) if found else np.empty(0, np.int64)
 
 
-def _rows_of(shards: list[list[np.ndarray]], offsets: np.ndarray, check: int, rows: np.ndarray) -> np.ndarray:
-    which = np.searchsorted(offsets, rows, side="right") - 1
-    out = np.empty((len(rows), shards[0][0][check].shape[1]), np.uint32)
+def _rows_of(shards: list[list[np.ndarray]], offsets: Sequence[int], check: int, rows: np.ndarray) -> np.ndarray:
+    """Signature rows (global numbers) of the given shards (their starts in ``offsets``, ascending)."""
+    which = np.searchsorted(np.asarray(offsets), rows, side="right") - 1
+    out = np.empty((len(rows), shards[0][check].shape[1]), np.uint32)
     for s in np.unique(which):
         here = which == s
-        out[here] = shards[s][0][check][rows[here] - offsets[s]]
+        out[here] = shards[s][check][rows[here] - offsets[s]]
     return out
 
 
-def _verify(refs, offsets: np.ndarray, codes: np.ndarray, n: int,
-            thresholds: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
-    """The pairs (codes) that clear every check, with their first check's similarity."""
+def _verify(refs, offsets: Sequence[int], codes: np.ndarray, n: int,
+            thresholds: Sequence[float]) -> np.ndarray:
+    """The pairs (codes) that clear every check; ``refs``: the one or two shards they fall in."""
     shards = _shards(refs)
     i, j = codes // n, codes % n
     keep = np.ones(len(codes), bool)
-    first = None
     for c, thr in enumerate(thresholds):
-        sim = np.count_nonzero(_rows_of(shards, offsets, c, i) == _rows_of(shards, offsets, c, j), axis=1)
-        sim = sim / shards[0][0][c].shape[1]
-        first = sim if first is None else first
-        keep &= sim >= thr
-    return codes[keep], first[keep]
+        same = np.count_nonzero(_rows_of(shards, offsets, c, i) == _rows_of(shards, offsets, c, j), axis=1)
+        keep &= same / shards[0][c].shape[1] >= thr
+    return codes[keep]
 
 
 SHARD_TEXTS = 500_000  # texts a map task signs at most: its memory (texts, signatures, keys) stays near 0.5 GB
@@ -96,25 +95,36 @@ def staged_groups(checks: Sequence[tuple[Sequence[str], int, float]], executor: 
     n = len(checks[0][0])
     parts = split(range(n), max(executor.shards, -(-n // SHARD_TEXTS)))
     offsets = np.asarray([p[0] for p in parts], np.int64)
-    ngrams = [g for _, g, _ in checks]
     bands, rows = lsh_params(float(checks[0][2]), num_perm)
-    sign = _remote(ray, _signatures, executor)
-    shard_refs = [sign.remote([list(t[p[0]:p[-1] + 1]) for t, _, _ in checks], num_perm, ngrams, seed, bands, rows)
-                  for p in parts]
+    sign = _remote(ray, _signatures, executor).options(num_returns=2)
+    made = [sign.remote([list(t[p[0]:p[-1] + 1]) for t, _, _ in checks], num_perm, [g for _, g, _ in checks], seed,
+                        bands, rows) for p in parts]
+    sig_refs, key_refs = [m[0] for m in made], [m[1] for m in made]
     group = _remote(ray, _bands, executor)
     band_sets = [b for b in split(range(bands), executor.shards) if b]
-    candidate_refs = [group.remote(shard_refs, offsets.tolist(), n, list(b), max_bucket) for b in band_sets]
-    codes = [ray.get(r) for r in candidate_refs]
+    codes = ray.get([group.remote(key_refs, offsets.tolist(), n, list(b), max_bucket) for b in band_sets])
     codes = np.unique(np.concatenate(codes)) if codes else np.empty(0, np.int64)
+    # verification by pair of shards, so a task maps the signatures of two shards at most
+    where = np.searchsorted(offsets, codes // n, side="right") - 1, np.searchsorted(offsets, codes % n, side="right") - 1
     verify = _remote(ray, _verify, executor)
     thresholds = [float(t) for _, _, t in checks]
-    done = ray.get([verify.remote(shard_refs, offsets, codes[a:a + pair_chunk], n, thresholds)
-                    for a in range(0, len(codes), pair_chunk)])
-    kept = np.concatenate([c for c, _ in done]) if done else np.empty(0, np.int64)
+    jobs = []
+    for a, b in sorted(set(zip(where[0].tolist(), where[1].tolist()))):
+        mine = codes[(where[0] == a) & (where[1] == b)]
+        pick = [a] if a == b else [a, b]
+        for c in range(0, len(mine), pair_chunk):
+            jobs.append(verify.remote([sig_refs[s] for s in pick], [int(offsets[s]) for s in pick],
+                                      mine[c:c + pair_chunk], n, thresholds))
+    kept = np.concatenate(ray.get(jobs)) if jobs else np.empty(0, np.int64)
     groups = union_find_groups(kept // n, kept % n)
     members = np.asarray(sorted({m for g in groups for m in g}), np.int64)
     fetch = _remote(ray, _fetch_rows, executor)
-    sigs = ray.get([fetch.remote(shard_refs, offsets, c, members) for c in range(len(checks))])
+    home = np.searchsorted(offsets, members, side="right") - 1
+    parts_of = [s for s in range(len(parts)) if (home == s).any()]
+    sigs = []
+    for c in range(len(checks)):
+        got = ray.get([fetch.remote([sig_refs[s]], [int(offsets[s])], c, members[home == s]) for s in parts_of])
+        sigs.append(np.concatenate(got) if got else np.empty((0, num_perm), np.uint32))
     return StagedGroups(groups, members, sigs, len(codes))
 
 
