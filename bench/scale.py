@@ -17,8 +17,9 @@
    key, components in the driver) against one process (``curate.minhash``: signatures, numpy
    banding, union-find). Word 3-grams, threshold 0.8, 128 permutations: the filter's defaults.
    Per arm: wall time, texts a second, the groups found (the arms must agree) and peak memory
-   of the driver and of every Ray worker process (VmHWM; a worker's counts the pages of Ray's
-   shared object store it read, so it overstates what the worker itself allocated).
+   of the driver and of every Ray worker process: VmHWM, and the private memory sampled every
+   0.2 s (VmHWM counts the pages of Ray's shared object store a worker wrote or read, so it
+   overstates what the worker itself holds).
 
 3. ``generate``: one ``curate generate`` client feeding ``--servers`` scripted servers
    (tests/fake_llm_server.py) against one server. Each answer takes 0.5 s and the client keeps 8
@@ -74,6 +75,54 @@ def ray_worker_peaks() -> list[float]:
     return sorted(peaks, reverse=True)
 
 
+def _private_gb(pid: str) -> float:
+    """Memory a process holds alone (private pages): not the object store's shared pages it maps."""
+    total = 0
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith(("Private_Clean:", "Private_Dirty:")):
+            total += int(line.split()[1])
+    return total / 2**20
+
+
+class PrivatePeaks:
+    """Samples (every 0.2 s) the private memory of this process and every Ray worker; the peak
+    per process. VmHWM alone counts the shared object-store pages a worker wrote or read."""
+
+    def __init__(self):
+        import threading
+
+        self.peaks: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        me = str(os.getpid())
+        while not self._stop.wait(0.2):
+            for d in Path("/proc").iterdir():
+                if not d.name.isdigit():
+                    continue
+                try:
+                    cmd = (d / "cmdline").read_bytes()
+                    if d.name == me or b"default_worker.py" in cmd or cmd.startswith(b"ray::"):
+                        self.peaks[d.name] = max(self.peaks.get(d.name, 0.0), _private_gb(d.name))
+                except OSError:
+                    continue
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def summary(self) -> dict:
+        me = str(os.getpid())
+        workers = sorted((v for k, v in self.peaks.items() if k != me), reverse=True)
+        return {"driver_private_peak_gb": round(self.peaks.get(me, 0.0), 3),
+                "worker_private_peak_gb": [round(v, 3) for v in workers[:8]]}
+
+
 class MakeVectors:
     """Random unit vectors, rows [start, start + count) of one seeded corpus."""
 
@@ -121,14 +170,15 @@ def bench_mine(docs: int, queries: int, workers: int) -> dict:
     index = ShardedIndex(None, "flat", Executor("ray", workers),
                          shard_makers=[(MakeVectors(r[0], len(r)), len(r)) for r in rows])
     q = _queries(queries)
-    index.search(q[:1], 1)  # every worker has made and indexed its shard
-    made = time.perf_counter() - t
-    t = time.perf_counter()
-    scores, ids = index.search(q, TOP)
-    searched = time.perf_counter() - t
+    with PrivatePeaks() as peaks:
+        index.search(q[:1], 1)  # every worker has made and indexed its shard
+        made = time.perf_counter() - t
+        t = time.perf_counter()
+        scores, ids = index.search(q, TOP)
+        searched = time.perf_counter() - t
     sharded = {"workers": workers, "shards": index.shards, "make_s": round(made, 1), "search_s": round(searched, 1),
                "queries_per_s": round(queries / searched, 1), "worker_peak_gb": ray_worker_peaks()[:workers],
-               "driver_peak_gb": vm_hwm_gb()}
+               "driver_peak_gb": vm_hwm_gb(), **peaks.summary()}
     index.close()
     ray.shutdown()
     ctx = mp.get_context("spawn")
@@ -160,11 +210,13 @@ def _local_dedup(n: int, out) -> None:
 
     texts = make_texts(n)
     t = time.perf_counter()
-    sig = signatures(texts, ngram=3)
-    i, j, _ = similar_pairs(sig, 0.8, lsh="numpy")
-    groups = union_find_groups(i, j)
+    with PrivatePeaks() as peaks:
+        sig = signatures(texts, ngram=3)
+        i, j, _ = similar_pairs(sig, 0.8, lsh="numpy")
+        groups = union_find_groups(i, j)
     out.put({"wall_s": round(time.perf_counter() - t, 1), "groups": len(groups),
-             "members": sum(len(g) for g in groups), "peak_gb": vm_hwm_gb()})
+             "members": sum(len(g) for g in groups), "peak_gb": vm_hwm_gb(),
+             "private_peak_gb": peaks.summary()["driver_private_peak_gb"]})
 
 
 def _staged_dedup(n: int, workers: int, out) -> None:
@@ -174,11 +226,12 @@ def _staged_dedup(n: int, workers: int, out) -> None:
     texts = make_texts(n)
     made = vm_hwm_gb()
     t = time.perf_counter()
-    res = staged_groups([(texts, 3, 0.8)], Executor("ray", workers))
+    with PrivatePeaks() as peaks:
+        res = staged_groups([(texts, 3, 0.8)], Executor("ray", workers))
     wall = time.perf_counter() - t
     out.put({"wall_s": round(wall, 1), "groups": len(res.groups), "members": sum(len(g) for g in res.groups),
              "candidates": res.candidates, "driver_peak_gb": vm_hwm_gb(), "driver_peak_after_texts_gb": made,
-             "worker_peak_gb": ray_worker_peaks()[:8]})
+             "worker_peak_gb": ray_worker_peaks()[:8], **peaks.summary()})
 
 
 def bench_dedup(n: int, workers: int) -> dict:
