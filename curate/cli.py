@@ -403,8 +403,19 @@ def pipeline(docs, out, n, task, recipe, relabel, teacher, formats, license, plo
 @click.option("--embed", is_flag=True,
               help="Serve an embedding model (/v1/embeddings) for --teacher openai:NAME; with no --model, the "
                    "bundled all-MiniLM-L6-v2.")
+@click.option("--replicas", type=click.IntRange(1), default=1, show_default=True,
+              help="Servers to run as Ray actors (one GPU each with --gpus-per-replica 1); their URLs go to "
+                   "--urls-file, which --base-url and --teacher-base-url take; a replica that dies is restarted.")
+@click.option("--urls-file", type=click.Path(dir_okay=False), default="replicas.txt", show_default=True,
+              help="Where --replicas writes the servers' URLs, one a line.")
+@click.option("--server-command", default=None, metavar="TEMPLATE",
+              help="Each replica runs this OpenAI-compatible server instead of vLLM; {host} and {port} are its own, "
+                   "{python} this Python.")
+@click.option("--ray-address", default=None, help="A Ray cluster to start the replicas on ('auto': this machine's).")
+@click.option("--gpus-per-replica", type=click.FloatRange(0.0), default=0.0, show_default=True)
 @click.argument("vllm_args", nargs=-1, type=click.UNPROCESSED)
-def serve(model, vllm_python, port, max_num_seqs, tp, max_model_len, start_timeout, embed, vllm_args) -> None:
+def serve(model, vllm_python, port, max_num_seqs, tp, max_model_len, start_timeout, embed, replicas, urls_file,
+          server_command, ray_address, gpus_per_replica, vllm_args) -> None:
     """Start a vLLM server on 127.0.0.1 tuned for batch generation (or, with --embed, an
     embedding model for the teacher); Ctrl-C stops it.
 
@@ -413,7 +424,8 @@ def serve(model, vllm_python, port, max_num_seqs, tp, max_model_len, start_timeo
     """
     from curate.llm.serve import serve as run_serve
 
-    run_serve(model, port, max_num_seqs, tp, max_model_len, tuple(vllm_args), start_timeout, vllm_python, embed)
+    run_serve(model, port, max_num_seqs, tp, max_model_len, tuple(vllm_args), start_timeout, vllm_python, embed,
+              replicas, urls_file, server_command, ray_address, gpus_per_replica)
 
 
 from curate.ablate.command import ablate  # noqa: E402  (each stage's command lives with it)

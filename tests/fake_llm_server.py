@@ -837,9 +837,10 @@ def serve_forever(srv: FakeLLMServer) -> None:  # pragma: no cover - manual use
 def main() -> None:  # pragma: no cover - manual use
     ap = argparse.ArgumentParser(description="Run the fake OpenAI-compatible server.")
     ap.add_argument("--port", type=int, default=8000)
+    ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--timeout-sleep", type=float, default=30.0)
     args = ap.parse_args()
-    srv = FakeLLMServer(port=args.port, timeout_sleep=args.timeout_sleep).start()
+    srv = FakeLLMServer(host=args.host, port=args.port, timeout_sleep=args.timeout_sleep).start()
     print(f"fake LLM server on {srv.base_url}", flush=True)
     serve_forever(srv)
 

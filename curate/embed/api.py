@@ -53,7 +53,9 @@ class ApiEmbedder:
         self.model = model[len(PREFIX):] if model.startswith(PREFIX) else model
         if not self.model:
             raise CurateError("--teacher openai:MODEL needs the model name the server serves")
-        urls = list(base_urls or base_urls_from_env())
+        from curate.llm.replicas import read_urls
+
+        urls = read_urls(list(base_urls or base_urls_from_env()))  # a file: curate serve --replicas
         if not urls:
             raise CurateError(f"--teacher {PREFIX}{self.model} needs --teacher-base-url URL (the server's /v1)")
         key = next((os.environ[k] for k in KEY_ENVS if os.environ.get(k)), None)

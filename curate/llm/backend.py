@@ -89,7 +89,9 @@ class LLMOptions:
 @contextmanager
 def llm_backend(opts: LLMOptions, out_dir: Path) -> Iterator[tuple[ClientConfig, RequestCache]]:
     """Yield a client config (starting the embedded server when no base URL is given) and the cache."""
-    base_urls = list(opts.base_urls)
+    from curate.llm.replicas import read_urls
+
+    base_urls = read_urls(opts.base_urls)  # a file of URLs (curate serve --replicas) gives its lines
     if not base_urls and os.environ.get("OPENAI_BASE_URL"):
         base_urls = [os.environ["OPENAI_BASE_URL"]]
     api_key = opts.api_key or os.environ.get("OPENAI_API_KEY")

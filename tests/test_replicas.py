@@ -1,0 +1,104 @@
+"""``curate serve --replicas N``: servers as Ray actors, their URLs in a file, a dead one restarted.
+
+The replicas run the scripted server (``--server-command``): vLLM's start takes minutes on these
+cores, and what is tested here is the actors, the file and the restart, not vLLM (its own test
+starts it). A `generate` run reads the file and goes on while one replica's server is killed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from curate.llm.replicas import read_urls
+from tests.helpers import REPO, read_jsonl, run_curate
+
+
+def test_a_urls_file_gives_its_lines(tmp_path):
+    f = tmp_path / "urls.txt"
+    f.write_text("http://a:1/v1\n\nhttp://b:2/v1\n")
+    assert read_urls([str(f), "http://c:3/v1"]) == ["http://a:1/v1", "http://b:2/v1", "http://c:3/v1"]
+
+
+def _server_pids(port: int) -> list[int]:
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                cmd = (d / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if any(b"fake_llm_server.py" in c for c in cmd) and str(port).encode() in cmd:
+                pids.append(int(d.name))
+    return pids
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/models", timeout=2) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+def test_replicas_on_ray_serve_a_run_that_outlives_a_killed_one(tmp_path):
+    pytest.importorskip("ray")
+    urls_file = tmp_path / "replicas.txt"
+    err = open(tmp_path / "serve.log", "w")
+    serve = subprocess.Popen([sys.executable, "-m", "curate", "serve", "--replicas", "2", "--urls-file", str(urls_file),
+                              "--server-command", f"{{python}} {REPO / 'tests' / 'fake_llm_server.py'} --host {{host}} "
+                                                  "--port {port}", "--start-timeout", "120"],
+                             cwd=REPO, stdout=subprocess.PIPE, stderr=err, text=True, start_new_session=True)
+    try:
+        printed = [serve.stdout.readline().strip() for _ in range(2)]
+        assert all(u.startswith("http://") for u in printed), (tmp_path / "serve.log").read_text()[-2000:]
+        urls = read_urls([str(urls_file)])
+        assert urls == printed and len(set(urls)) == 2 and all(_answers(u) for u in urls)
+        tasks = tmp_path / "tasks.jsonl"
+        tasks.write_text("".join(json.dumps({"task": f"FAULTS[slow0.5] Given question {i}, find passages."}) + "\n"
+                                 for i in range(60)))
+        out = tmp_path / "gen"
+        gen = subprocess.Popen([sys.executable, "-m", "curate", "generate", "--task", "short-long", "-n", "60",
+                                "--per-task", "1", "--tasks-file", str(tasks), "--out", str(out), "--base-url",
+                                str(urls_file), "--model", "fake", "--concurrency", "2", "--max-reasks", "0",
+                                "--backoff-base", "0.2"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env={k: v for k, v in os.environ.items() if k != "OPENAI_BASE_URL"})
+        time.sleep(2.5)  # the run is under way on both replicas (60 answers of 0.5 s, 4 at a time: 7.5 s at best)
+        port = int(urls[0].rsplit(":", 1)[1].split("/")[0])
+        victims = _server_pids(port)
+        assert victims and gen.poll() is None
+        for pid in victims:
+            os.kill(pid, signal.SIGKILL)
+        _, gen_err = gen.communicate(timeout=600)
+        assert gen.returncode == 0, gen_err[-2000:]
+        records = read_jsonl(out / "generated.jsonl")
+        assert len(records) == 60 and len({r["id"] for r in records}) == 60  # nothing lost, nothing twice
+        assert not (out / "failed.jsonl").exists() or not read_jsonl(out / "failed.jsonl")
+        deadline = time.monotonic() + 60
+        while not (_server_pids(port) and _answers(urls[0])) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert _answers(urls[0]) and set(_server_pids(port)).isdisjoint(victims)  # a new server, same URL
+        assert read_urls([str(urls_file)]) == urls
+    finally:
+        os.killpg(serve.pid, signal.SIGINT)
+        serve.wait(timeout=120)
+        err.close()
+    assert "starting it again" in (tmp_path / "serve.log").read_text()
+    assert not any(_server_pids(int(u.rsplit(":", 1)[1].split("/")[0])) for u in urls)  # every server stopped
+
+
+def test_a_replica_that_cannot_start_is_one_line(tmp_path):
+    pytest.importorskip("ray")
+    proc = run_curate("serve", "--replicas", "2", "--urls-file", str(tmp_path / "u.txt"), "--server-command",
+                      "{python} -c 'raise SystemExit(3)'", "--start-timeout", "30", timeout=300)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "exited with code 3 while starting" in proc.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "u.txt").exists()
