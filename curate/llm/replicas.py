@@ -95,7 +95,9 @@ def serve_replicas(n: int, command: str, urls_file: Path, executor: Executor, st
                    rounds: int | None = None) -> None:
     """Start ``n`` replicas, write their URLs, keep them up until interrupted (or ``rounds`` checks)."""
     ray = _ray(executor)
-    actor = ray.remote(num_cpus=0, num_gpus=executor.gpus or 0, max_concurrency=2)(Replica)
+    # one GPU each where asked; spread over the nodes either way (the CPU build: one a node where there are enough)
+    actor = ray.remote(num_cpus=0, num_gpus=executor.gpus or 0, max_concurrency=2,
+                       scheduling_strategy="SPREAD")(Replica)
     replicas = [actor.remote(command, start_timeout) for _ in range(n)]
     try:
         urls = _start(ray, replicas)
