@@ -56,3 +56,18 @@ def scifact_pairs(n: int, max_chars: int = 800) -> list[tuple[str, str]]:
             if len(docs) >= n + 8:
                 break
     return list(zip(claims, docs))
+
+
+def server_pids(program: str, port: int) -> list[int]:
+    """Processes with ``program`` among their command-line arguments (or in one of them) and
+    ``port`` as one argument: a server started on that port."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                cmd = (d / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if any(program.encode() in c for c in cmd) and str(port).encode() in cmd:
+                pids.append(int(d.name))
+    return pids

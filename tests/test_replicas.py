@@ -14,12 +14,11 @@ import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 
 from curate.llm.replicas import read_urls
-from tests.helpers import REPO, read_jsonl, run_curate
+from tests.helpers import REPO, read_jsonl, run_curate, server_pids
 
 
 def test_a_urls_file_gives_its_lines(tmp_path):
@@ -29,16 +28,7 @@ def test_a_urls_file_gives_its_lines(tmp_path):
 
 
 def _server_pids(port: int) -> list[int]:
-    pids = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                cmd = (d / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if any(b"fake_llm_server.py" in c for c in cmd) and str(port).encode() in cmd:
-                pids.append(int(d.name))
-    return pids
+    return server_pids("fake_llm_server.py", port)
 
 
 def _answers(url: str) -> bool:

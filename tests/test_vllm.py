@@ -14,13 +14,12 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from curate.corpus import doc_text
-from tests.helpers import REPO, SHARED_DATA, read_jsonl, run_curate
+from tests.helpers import REPO, SHARED_DATA, read_jsonl, run_curate, server_pids
 
 pytestmark = pytest.mark.vllm
 
@@ -41,16 +40,7 @@ START_LIMIT_S = 1800  # first start compiles the model: minutes on 2 busy cores
 
 def _vllm_pids(port: int) -> list[int]:
     """Processes whose command line is vLLM's server on this port (its engine core is its child)."""
-    pids = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                cmd = (d / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"vllm.entrypoints.openai.api_server" in cmd and str(port).encode() in cmd:
-                pids.append(int(d.name))
-    return pids
+    return server_pids("vllm.entrypoints.openai.api_server", port)
 
 
 def _live_in_group(pgid: int) -> list[int]:
