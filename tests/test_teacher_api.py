@@ -162,3 +162,21 @@ def test_mine_and_filter_take_a_served_teacher_from_the_command_line(tmp_path):
                       env={**env, "CURATE_CACHE_DIR": str(tmp_path / "cache2")})
     assert_one_line_error(proc, "teacher openai:fake", "connection")
     assert not (tmp_path / "m2" / "mined.jsonl").exists()
+
+
+def test_eval_takes_a_served_model(tmp_path):
+    """``curate eval --model openai:NAME``: the served model is what is evaluated, every text
+    encoded by the server, the report naming it."""
+    from tests.mine_helpers import write_beir
+
+    docs = {f"d{i}": f"document {i} about subject {i}" for i in range(30)}
+    queries = {f"q{i}": f"subject {i}" for i in range(10)}
+    folder = write_beir(tmp_path / "beir", docs, queries, {f"q{i}": {f"d{i}": 1} for i in range(10)}, "test")
+    with FakeLLMServer(models=("fake",), embed_dim=16) as srv:
+        proc = run_curate("eval", "--model", "openai:fake", "--teacher-base-url", srv.base_url, "--data", str(folder),
+                          "--out", str(tmp_path / "eval.json"), env={"CURATE_CACHE_DIR": str(tmp_path / "cache")})
+        assert proc.returncode == 0, proc.stderr
+        texts = {t for r in srv.requests if r.method == "POST" for t in r.body["input"]}
+    report = json.loads((tmp_path / "eval.json").read_text())
+    assert set(docs.values()) <= texts and report["queries"] == 10
+    assert report["model"]["id"] == "openai:fake" and report["encoded"] == 40

@@ -212,9 +212,9 @@ class Teacher:
                                                   else "no such model folder"))
             self._load_from = str(local) if local is not None else model
             self.model_id = (f"{local}#{model_fingerprint(local)}" if local is not None else model)
-        if max_seq_length:
+        if max_seq_length and self.api is None:  # a served model's length and precision are the server's
             self.model_id += f"@max_seq_length={int(max_seq_length)}"
-        if precision != "fp32":
+        if precision != "fp32" and self.api is None:
             self.model_id += f"@{precision}"
 
         name = self.model_name[len(PREFIX):] if self.api is not None else self.model_name
