@@ -58,9 +58,9 @@ def vm_hwm_gb(pid: int | str = "self") -> float:
     return 0.0
 
 
-def ray_worker_peaks() -> list[float]:
-    """Peak memory of every Ray worker process on this machine."""
-    peaks = []
+def ray_workers() -> list[str]:
+    """The pids of every Ray worker process on this machine."""
+    pids = []
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
@@ -68,10 +68,18 @@ def ray_worker_peaks() -> list[float]:
             except OSError:
                 continue
             if b"default_worker.py" in cmd or cmd.startswith(b"ray::"):
-                try:
-                    peaks.append(vm_hwm_gb(d.name))
-                except OSError:
-                    pass
+                pids.append(d.name)
+    return pids
+
+
+def ray_worker_peaks() -> list[float]:
+    """Peak memory (VmHWM) of every Ray worker process on this machine."""
+    peaks = []
+    for pid in ray_workers():
+        try:
+            peaks.append(vm_hwm_gb(pid))
+        except OSError:
+            pass
     return sorted(peaks, reverse=True)
 
 
@@ -98,13 +106,9 @@ class PrivatePeaks:
     def _run(self):
         me = str(os.getpid())
         while not self._stop.wait(0.2):
-            for d in Path("/proc").iterdir():
-                if not d.name.isdigit():
-                    continue
+            for pid in [me, *ray_workers()]:
                 try:
-                    cmd = (d / "cmdline").read_bytes()
-                    if d.name == me or b"default_worker.py" in cmd or cmd.startswith(b"ray::"):
-                        self.peaks[d.name] = max(self.peaks.get(d.name, 0.0), _private_gb(d.name))
+                    self.peaks[pid] = max(self.peaks.get(pid, 0.0), _private_gb(pid))
                 except OSError:
                     continue
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from curate.core.executor import Executor, _ray, _remote, split
+from curate.core.executor import Executor, ray_for, remote, split
 from curate.minhash import (MAX_BUCKET, band_keys, band_pairs, is_empty, lsh_params, signatures,
                             union_find_groups)
 
@@ -91,22 +91,22 @@ SHARD_TEXTS = 500_000  # texts a map task signs at most: its memory (texts, sign
 
 def staged_groups(checks: Sequence[tuple[Sequence[str], int, float]], executor: Executor, num_perm: int = 128,
                   seed: int = 1, max_bucket: int = MAX_BUCKET, pair_chunk: int = 1_000_000) -> StagedGroups:
-    ray = _ray(executor)
+    ray = ray_for(executor)
     n = len(checks[0][0])
     parts = split(range(n), max(executor.shards, -(-n // SHARD_TEXTS)))
     offsets = np.asarray([p[0] for p in parts], np.int64)
     bands, rows = lsh_params(float(checks[0][2]), num_perm)
-    sign = _remote(ray, _signatures, executor).options(num_returns=2)
+    sign = remote(ray, _signatures, executor).options(num_returns=2)
     made = [sign.remote([list(t[p[0]:p[-1] + 1]) for t, _, _ in checks], num_perm, [g for _, g, _ in checks], seed,
                         bands, rows) for p in parts]
     sig_refs, key_refs = [m[0] for m in made], [m[1] for m in made]
-    group = _remote(ray, _bands, executor)
+    group = remote(ray, _bands, executor)
     band_sets = [b for b in split(range(bands), executor.shards) if b]
     codes = ray.get([group.remote(key_refs, offsets.tolist(), n, list(b), max_bucket) for b in band_sets])
     codes = np.unique(np.concatenate(codes)) if codes else np.empty(0, np.int64)
     # verification by pair of shards, so a task maps the signatures of two shards at most
     where = np.searchsorted(offsets, codes // n, side="right") - 1, np.searchsorted(offsets, codes % n, side="right") - 1
-    verify = _remote(ray, _verify, executor)
+    verify = remote(ray, _verify, executor)
     thresholds = [float(t) for _, _, t in checks]
     jobs = []
     for a, b in sorted(set(zip(where[0].tolist(), where[1].tolist()))):
@@ -118,7 +118,7 @@ def staged_groups(checks: Sequence[tuple[Sequence[str], int, float]], executor: 
     kept = np.concatenate(ray.get(jobs)) if jobs else np.empty(0, np.int64)
     groups = union_find_groups(kept // n, kept % n)
     members = np.asarray(sorted({m for g in groups for m in g}), np.int64)
-    fetch = _remote(ray, _fetch_rows, executor)
+    fetch = remote(ray, _fetch_rows, executor)
     home = np.searchsorted(offsets, members, side="right") - 1
     parts_of = [s for s in range(len(parts)) if (home == s).any()]
     sigs = []

@@ -63,21 +63,27 @@ def _planted(path, n: int = 48):
     return path
 
 
-def test_map_steps_on_ray_workers_match_one_process(tmp_path):
-    pytest.importorskip("ray")
-    records = _planted(tmp_path / "in.jsonl")
+def _filter_here_and_on_ray(tmp_path, records, steps: str) -> tuple[dict, dict]:
+    """The recipe in one process and on 3 Ray workers: the same kept records and drop lines."""
     recipe = tmp_path / "r.yaml"
-    recipe.write_text("steps:\n  - heuristics: {}\n  - minhash: {}\n  - sts_gap: {min_gap: 3}\n")
+    recipe.write_text(f"steps:\n{steps}")
     local = api.filter(api.FilterOptions(inp=str(records), out=str(tmp_path / "local"), recipe=str(recipe)))
     on_ray = api.filter(api.FilterOptions(inp=str(records), out=str(tmp_path / "ray"), recipe=str(recipe),
                                           executor=api.Executor("ray", 3)))
     for name in ("filtered.jsonl", "rejected.jsonl"):
         assert read_jsonl(tmp_path / "ray" / name) == read_jsonl(tmp_path / "local" / name), name
+    return local, on_ray
+
+
+def test_map_steps_on_ray_workers_match_one_process(tmp_path):
+    pytest.importorskip("ray")
+    local, on_ray = _filter_here_and_on_ray(tmp_path, _planted(tmp_path / "in.jsonl"),
+                                            "  - heuristics: {}\n  - minhash: {}\n  - sts_gap: {min_gap: 3}\n")
     # the faults were there to find: every step dropped something
     assert all(row["records_dropped"] or row["negatives_dropped"] for row in local["steps"])
     drop = lambda row: {k: v for k, v in row.items() if k not in ("seconds", "shards")}  # noqa: E731
     assert [drop(r) for r in on_ray["steps"]] == [drop(r) for r in local["steps"]]
-    # heuristics and sts_gap ran as three shards; minhash needs every record and ran here
+    # heuristics and sts_gap ran as three shards; minhash sees every record (run in stages from here)
     assert [r.get("shards") for r in on_ray["steps"]] == [3, None, 3]
     run = json.loads((tmp_path / "ray" / "run.json").read_text())
     assert run["params"]["executor"] == {"kind": "ray", "shards": 3}
@@ -218,14 +224,7 @@ def test_minhash_on_ray_runs_in_stages_and_drops_what_one_process_drops(tmp_path
     """Signatures as a map, band buckets grouped by key, components in the driver: the same kept
     member (the best by margin) and the same rejected.jsonl lines as the step in one process."""
     pytest.importorskip("ray")
-    records = _copies(tmp_path / "in.jsonl")
-    recipe = tmp_path / "r.yaml"
-    recipe.write_text("steps:\n  - minhash: {}\n")
-    local = api.filter(api.FilterOptions(inp=str(records), out=str(tmp_path / "local"), recipe=str(recipe)))
-    staged = api.filter(api.FilterOptions(inp=str(records), out=str(tmp_path / "ray"), recipe=str(recipe),
-                                          executor=api.Executor("ray", 3)))
-    for name in ("filtered.jsonl", "rejected.jsonl"):
-        assert read_jsonl(tmp_path / "ray" / name) == read_jsonl(tmp_path / "local" / name), name
+    local, staged = _filter_here_and_on_ray(tmp_path, _copies(tmp_path / "in.jsonl"), "  - minhash: {}\n")
     dropped = local["steps"][0]["records_dropped"]
     assert min(dropped.get(f"near-duplicate-{f}", 0) for f in ("query", "positive", "task")) >= 10, dropped
     assert staged["steps"][0]["records_dropped"] == dropped

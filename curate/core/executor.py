@@ -61,8 +61,8 @@ def map_shards(fn: Callable[[list[S]], R], shards: Sequence[list[S]], executor: 
     """``fn`` over each shard, results in shard order."""
     if executor.kind == "local" or len(shards) <= 1:
         return [fn(shard) for shard in shards]
-    ray = _ray(executor)
-    task = _remote(ray, _call, executor)
+    ray = ray_for(executor)
+    task = remote(ray, _call, executor)
     fn_ref = ray.put(fn)  # shipped once, shared by every shard's task
     return _get(ray, [task.remote(fn_ref, shard) for shard in shards])
 
@@ -75,8 +75,8 @@ def map_unordered(fn: Callable[[S], R], items: Sequence[S], executor: Executor) 
         for i, item in enumerate(items):
             yield i, fn(item)
         return
-    ray = _ray(executor)
-    task = _remote(ray, _call, executor)
+    ray = ray_for(executor)
+    task = remote(ray, _call, executor)
     fn_ref = ray.put(fn)
     waiting = list(enumerate(items))
     running: dict[Any, int] = {}
@@ -103,14 +103,15 @@ _PASSED_ENV = ("CURATE_CACHE_DIR", "CURATE_GGUF", "CURATE_VLLM_PYTHON", "HF_HOME
                "TRANSFORMERS_OFFLINE", "SENTENCE_TRANSFORMERS_HOME", "TQDM_DISABLE")
 
 
-def _remote(ray, target, executor: Executor):
+def remote(ray, target, executor: Executor, **options: Any):
     """``target`` as a Ray task or actor asking for the executor's GPUs (none: Ray's CPU default),
     run with the driver's cache and model settings (a Ray instance started earlier in this
-    process, or on another machine, would otherwise use its own)."""
+    process, or on another machine, would otherwise use its own); ``options``: Ray's own."""
     env = {k: os.environ[k] for k in _PASSED_ENV if k in os.environ}
     opts: dict[str, Any] = {"runtime_env": {"env_vars": env}} if env else {}
     if executor.gpus:
         opts["num_gpus"] = executor.gpus
+    opts.update(options)
     return ray.remote(**opts)(target) if opts else ray.remote(target)
 
 
@@ -122,8 +123,8 @@ class WorkerPool:
 
     def __init__(self, make_worker: Callable[[], Callable[[S], R]] | Sequence[Callable[[], Callable[[S], R]]],
                  executor: Executor):
-        ray = _ray(executor)
-        actor = _remote(ray, _Worker, executor)
+        ray = ray_for(executor)
+        actor = remote(ray, _Worker, executor)
         makers = list(make_worker) if isinstance(make_worker, Sequence) else [make_worker] * executor.workers
         self._actors = [actor.remote(m) for m in makers]
 
@@ -166,7 +167,8 @@ def _get(ray, refs):
         raise
 
 
-def _ray(executor: Executor) -> Any:
+def ray_for(executor: Executor) -> Any:
+    """Ray, started (a local instance of ``executor.workers`` CPUs) or joined (``address``) once."""
     try:
         import ray
     except ImportError:

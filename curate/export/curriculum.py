@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,20 +103,15 @@ def deal(items: Sequence[Item], curriculum: Curriculum, batch_size: int, seed: i
     ``by_level`` a phased curriculum deals them by the levels of their negatives (``Item.levels``)."""
     ordered = spread(items, random.Random(f"{seed}:deal"))
     sizes = phase_sizes(len(ordered), len(curriculum.phase_levels), batch_size)
-    levels = _levels if by_level else None
-    if curriculum.name == "ordered" and levels is not None:
-        ordered = sorted(ordered, key=lambda it: -_mean_level(levels(it)))  # stable: shuffled among equals
-    if levels is None or curriculum.all_negatives or not curriculum.phased:
+    if curriculum.name == "ordered" and by_level:
+        ordered = sorted(ordered, key=lambda it: -_mean_level(it.levels))  # stable: shuffled among equals
+    if not by_level or curriculum.all_negatives or not curriculum.phased:
         out, start = [], 0
         for size in sizes:
             out.append(ordered[start : start + size])
             start += size
         return out
-    return _deal_by_level(ordered, curriculum.phase_levels, sizes, levels)
-
-
-def _levels(it: Item) -> list[int]:
-    return it.levels
+    return _deal_by_level(ordered, curriculum.phase_levels, sizes)
 
 
 def _mean_level(levels: Sequence[int]) -> float:
@@ -124,13 +119,12 @@ def _mean_level(levels: Sequence[int]) -> float:
     return sum(levels) / len(levels) if levels else 2.5
 
 
-def _deal_by_level(ordered: Sequence[Item], targets: Sequence[int | None], sizes: Sequence[int],
-                   levels: Callable[[Item], Sequence[int]]) -> list[list[Item]]:
+def _deal_by_level(ordered: Sequence[Item], targets: Sequence[int | None], sizes: Sequence[int]) -> list[list[Item]]:
     """Greedy matching of records to phases: fewest level choices first, each to the emptiest
     phase that wants a level it has; the rest fill the remaining room, nearest level first."""
     room = list(sizes)
     slot: dict[int, int] = {}  # position in ``ordered`` -> phase
-    have = [set(levels(it)) for it in ordered]
+    have = [set(it.levels) for it in ordered]
     by_choice = sorted(range(len(ordered)), key=lambda i: (len(have[i]) or 5, i))
     left = []
     for i in by_choice:

@@ -37,6 +37,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from curate.core.errors import CurateError
 from curate.core.params import schema_from_defaults
 from curate.filter.base import merge_params, FilterContext, register
@@ -141,9 +143,10 @@ def _local(alive: list[Record], field: str, thr: float, ngram: int, tq: float, n
 
 
 def _staged(alive: list[Record], field: str, thr: float, ngram: int, tq: float, num_perm: int, seed: int,
-            executor) -> tuple[list[list[int]], list, dict[int, int]]:
+            executor) -> tuple[list[list[int]], list, np.ndarray]:
     """The same groups through ``minhash_staged`` (signatures a map, bands grouped by key,
-    components in the driver); the checks hold the members' signatures only."""
+    components in the driver). The checks hold the members' signatures only, so the groups
+    come as positions in them, with the record each position is (``members``, ascending)."""
     from curate.minhash_staged import staged_groups
 
     texts = [getattr(r, field) for r in alive]
@@ -153,7 +156,7 @@ def _staged(alive: list[Record], field: str, thr: float, ngram: int, tq: float, 
     else:
         res = staged_groups([(texts, ngram, thr)], executor, num_perm, seed)
         checks = [(res.sigs[0], thr)]
-    return res.groups, checks, {int(m): k for k, m in enumerate(res.rows)}
+    return [np.searchsorted(res.rows, g).tolist() for g in res.groups], checks, res.rows
 
 
 @register("minhash", schema_from_defaults("MinhashParams", DEFAULTS), _params)
@@ -178,27 +181,24 @@ def minhash(records: list[Record], params: dict[str, Any], ctx: FilterContext) -
         ngram = _per_field(p["ngram"], "ngram", field)
         tq = float(p["task_query_threshold"])
         if staged:  # on Ray, in stages: no process holds every signature
-            groups, checks, row = _staged(alive, field, thr, ngram, tq, num_perm, seed, ctx.executor)
+            groups, checks, members = _staged(alive, field, thr, ngram, tq, num_perm, seed, ctx.executor)
+            record = members.__getitem__  # a position in the checks' signatures -> its record in ``alive``
         else:
             groups, checks = _local(alive, field, thr, ngram, tq, num_perm, seed, p["lsh"])
-            row = None
-        margins = {m: record_margin(alive[m]) for g in groups for m in g}
+            record = int
+        margins = {record(c): record_margin(alive[record(c)]) for g in groups for c in g}
         if p["keep"] == "margin" and ctx.teacher_factory is not None:
             _add_teacher_margins(alive, margins, ctx)
         dropped: set[int] = set()
         for group in groups:
-            # signatures by position in ``checks`` (staged: only the groups' members, row[m] each)
-            at = (lambda m: m) if row is None else row.__getitem__
-            back = {at(m): m for m in group}
-            for d, k, sims in resolve_group([at(m) for m in group], lambda c: rank(back[c]), checks):
-                d, k = back[d], back[k]
+            for d, k, sims in resolve_group(group, lambda c: rank(record(c)), checks):
+                d, k = int(record(d)), int(record(k))
                 numbers = {"kept": alive[k].id, "similarity": round(sims[0], 4)}
                 if field == "task":
                     numbers["query_similarity"] = round(sims[1], 4)
                 ctx.reject(alive[d], f"near-duplicate-{field}", numbers)
                 dropped.add(d)
-        bands, rows = lsh_params(thr if field != "task" else float(p["task_query_threshold"]),
-                                 num_perm)
+        bands, rows = lsh_params(thr if field != "task" else tq, num_perm)
         ctx.note(**{f"{field}_groups": len(groups), f"{field}_dropped": len(dropped),
                     f"{field}_lsh_bands": f"{bands}x{rows}"})
         alive = [r for n, r in enumerate(alive) if n not in dropped]

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from curate.core.errors import CurateError
-from curate.core.executor import Executor, _ray
+from curate.core.executor import Executor, ray_for, remote
 from curate.core.jsonl import atomic_write_text
 from curate.llm.readiness import wait_until_up
 
@@ -54,7 +54,6 @@ class Replica:
         self.command = shlex.split(command.format(host=self.host, port=self.port, python=sys.executable))
         self.start_timeout = start_timeout
         self.proc: subprocess.Popen | None = None
-        self.starts = 0
 
     @property
     def url(self) -> str:
@@ -64,16 +63,11 @@ class Replica:
         self.stop()
         self.proc = subprocess.Popen(self.command, start_new_session=True, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
-        self.starts += 1
         wait_until_up(f"{self.url}/models", self.proc, self.start_timeout, f"replica on port {self.port}")
         return self.url
 
-    def check(self) -> tuple[bool, int]:
-        """(its server process is running, how many times it was started)."""
-        return self.proc is not None and self.proc.poll() is None, self.starts
-
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc is not None else None
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -94,10 +88,9 @@ def _write(path: Path, urls: list[str]) -> None:
 def serve_replicas(n: int, command: str, urls_file: Path, executor: Executor, start_timeout: float,
                    rounds: int | None = None) -> None:
     """Start ``n`` replicas, write their URLs, keep them up until interrupted (or ``rounds`` checks)."""
-    ray = _ray(executor)
+    ray = ray_for(executor)
     # one GPU each where asked; spread over the nodes either way (the CPU build: one a node where there are enough)
-    actor = ray.remote(num_cpus=0, num_gpus=executor.gpus or 0, max_concurrency=2,
-                       scheduling_strategy="SPREAD")(Replica)
+    actor = remote(ray, Replica, executor, num_cpus=0, max_concurrency=2, scheduling_strategy="SPREAD")
     replicas = [actor.remote(command, start_timeout) for _ in range(n)]
     try:
         urls = _start(ray, replicas)
@@ -118,8 +111,7 @@ def serve_replicas(n: int, command: str, urls_file: Path, executor: Executor, st
             done += 1
             for k, r in enumerate(replicas):
                 try:
-                    running, _ = ray.get(r.check.remote(), timeout=60)
-                    if not running:
+                    if not ray.get(r.running.remote(), timeout=60):
                         print(f"replica {k} ({urls[k]}) stopped; starting it again", file=sys.stderr, flush=True)
                         ray.get(r.start.remote())
                 except ray.exceptions.RayActorError:  # the actor (its node) is gone: a new one

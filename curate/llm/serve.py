@@ -193,11 +193,7 @@ def serve(model: str | None, port: int, max_num_seqs: int, tensor_parallel: int,
     if not runtime.cpu and not gpu_present():
         raise CurateError(f"{runtime.python} has vLLM's GPU build but no NVIDIA GPU is here: "
                           "`make vllm` installs its CPU build; without --base-url curate uses the embedded CPU model")
-    if embed:
-        load, name, length = embedding_model(model)
-        max_model_len = max_model_len or length
-    else:
-        load, name = hf_folder(model, runtime)
+    load, name, max_model_len = _what_to_serve(model, runtime, embed, max_model_len)
     cmd = vllm_command(runtime, load, name, port, max_num_seqs, tensor_parallel, max_model_len, extra, embed)
     base_url = f"http://127.0.0.1:{port}/v1"
     # vLLM's own output goes to stderr: curate's stdout carries only the URL, for scripts.
@@ -221,16 +217,23 @@ def serve(model: str | None, port: int, max_num_seqs: int, tensor_parallel: int,
         stop(proc)
 
 
+def _what_to_serve(model: str | None, runtime: Runtime, embed: bool,
+                   max_model_len: int | None) -> tuple[str, str, int | None]:
+    """(what vLLM loads, the name it serves, the context length): an embedding model at the
+    length sentence-transformers cuts it at, unless one is given."""
+    if embed:
+        load, name, length = embedding_model(model)
+        return load, name, max_model_len or length
+    load, name = hf_folder(model, runtime)
+    return load, name, max_model_len
+
+
 def _replica_command(model, max_num_seqs, tensor_parallel, max_model_len, extra, vllm_python, embed) -> str:
     """The vLLM command one replica runs, its host and port left for the replica to fill in."""
     import shlex
 
     runtime = find_runtime(vllm_python)
-    if embed:
-        load, name, length = embedding_model(model)
-        max_model_len = max_model_len or length
-    else:
-        load, name = hf_folder(model, runtime)
+    load, name, max_model_len = _what_to_serve(model, runtime, embed, max_model_len)
     cmd = vllm_command(runtime, load, name, "{port}", max_num_seqs, tensor_parallel, max_model_len, extra, embed,
                        host="{host}")
     return " ".join(a if a in ("{port}", "{host}") else shlex.quote(a.replace("{", "{{").replace("}", "}}"))

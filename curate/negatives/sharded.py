@@ -68,7 +68,9 @@ class ShardedIndex:
         """(scores, indices), each (n_queries, min(k, ntotal)), best first."""
         q = np.ascontiguousarray(np.asarray(queries, dtype=np.float32))
         k = max(0, min(int(k), self.ntotal))
-        if k == 0 or len(q) == 0 or k >= self.ntotal:
+        if k == 0 or len(q) == 0:
+            return np.zeros((len(q), k), np.float32), np.zeros((len(q), k), np.int64)
+        if k >= self.ntotal:
             if self._whole is None:
                 raise ValueError("a search of the whole corpus needs the vectors in the driver")
             return self._whole.search(q, k)

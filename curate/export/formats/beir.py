@@ -35,8 +35,8 @@ def write_beir(rows: list[ExportRow], out_dir: Path, card: dict) -> list[Path]:
                 pairs[(qid, docs.assign(text, given))] = None
     written = [out_dir / "corpus.jsonl", out_dir / "queries.jsonl"]
     titled = {t: split_title(row, t) for row in rows for t in row.titles}
-    atomic_write_jsonl(written[0], ({"_id": d, "title": titled.get(t, ("", t))[0], "text": titled.get(t, ("", t))[1]}
-                                    for d, t in docs.items()))
+    parts = ((d, *titled.get(t, ("", t))) for d, t in docs.items())
+    atomic_write_jsonl(written[0], ({"_id": d, "title": title, "text": text} for d, title, text in parts))
     atomic_write_jsonl(written[1], ({"_id": q, "text": t, **query_info[q]} for q, t in queries.items()))
     for split, pairs in qrels.items():
         path = out_dir / "qrels" / f"{split}.tsv"
