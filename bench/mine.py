@@ -62,10 +62,10 @@ NFCORPUS = REPO.parent / "shared" / "data" / "nfcorpus"
 METHODS = [
     ("naive", dict(method="naive")),
     ("shift10", dict(method="shift", shift=10)),
-    ("window30-100", dict(method="window", rank_min=30, rank_max=100)),
+    ("window30-100", dict(method="window", range_min=29, range_max=100)),  # ranks 30..100
     ("abs0.7", dict(method="abs", max_score=0.7)),
-    ("marginpos0.05", dict(method="marginpos", margin=0.05)),
-    ("percpos0.95", dict(method="percpos", margin=0.95)),
+    ("marginpos0.05", dict(method="marginpos", absolute_margin=0.05)),
+    ("percpos0.95", dict(method="percpos", relative_margin=0.05)),  # the share 0.95 of the positive
 ]
 K = 4
 
@@ -222,7 +222,7 @@ def scale_worker(args) -> dict:
     res["index_info"] = index.describe()
     res["rss_after_index_mb"] = round(_vm_hwm_mb())
 
-    cfg = MineConfig(method=Method.make("percpos", 0.95), k=K)
+    cfg = MineConfig(method=Method.make("percpos", relative_margin=0.05), k=K)
     t, c = time.perf_counter(), time.process_time()
     mined = mine(qvecs, dvecs, index, items, cfg)
     res["mine_s"] = round(time.perf_counter() - t, 2)

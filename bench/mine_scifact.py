@@ -116,8 +116,8 @@ def main() -> None:
 
     run_ours("naive_cold", "naive")
     run_ours("naive_warm", "naive")
-    run_ours("percpos_cold", "percpos", cache="cache2", margin=0.95)
-    run_ours("percpos_warm", "percpos", margin=0.95)
+    run_ours("percpos_cold", "percpos", cache="cache2", relative_margin=0.05)
+    run_ours("percpos_warm", "percpos", relative_margin=0.05)
 
     from datasets import Dataset
     from sentence_transformers import SentenceTransformer

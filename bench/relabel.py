@@ -102,16 +102,17 @@ def oracle_answer(grid, hidden: dict[str, set[str]]):
 
 def oracle(grid, mined: Path, out: Path, hidden: dict[str, set[str]]) -> Path:
     """``curate filter --recipe relabel`` on ``mined`` with a scripted judge that knows the labels."""
-    from curate.filter.main import FilterOptions, filter_main
+    from curate.core.stage import report_of, run_stage
+    from curate.filter.main import STAGE as FILTER, FilterOptions
     from curate.llm.backend import LLMOptions
     from tests.fake_llm_server import fake_llm_server
 
-    if not (out / "filter_report.json").is_file():
+    if report_of(out) is None:
         with fake_llm_server(responder=oracle_answer(grid, hidden)) as srv:
-            filter_main(FilterOptions(inp=str(mined), out=str(out), recipe="relabel",
-                                      llm=LLMOptions(base_urls=(srv.base_url,), model="fake", max_retries=0)),
-                        quiet=True)
-    return out / "filtered.jsonl"
+            run_stage(FILTER, FilterOptions(inp=str(mined), out=str(out), recipe="relabel",
+                                            llm=LLMOptions(base_urls=(srv.base_url,), model="fake", max_retries=0)),
+                      quiet=True)
+    return FILTER.path(out)
 
 
 def serve(grid, port: int) -> None:
@@ -128,22 +129,24 @@ def llm_sample(mined: Path, out: Path, queries: int) -> Path:
     """``curate filter --recipe relabel`` with the LLM (the embedded bundled model unless
     ``OPENAI_BASE_URL`` is set) on the first ``queries`` records of ``mined``."""
     from curate.core.jsonl import atomic_write_jsonl, read_jsonl
-    from curate.filter.main import FilterOptions, filter_main
+    from curate.core.stage import run_stage
+    from curate.filter.main import STAGE as FILTER, FilterOptions
     from curate.llm.backend import LLMOptions
 
     out.mkdir(parents=True, exist_ok=True)
     sample = out / "sample.jsonl"
     atomic_write_jsonl(sample, [obj for _, (_, obj) in zip(range(queries), read_jsonl(mined))])
-    if not (out / "filter_report.json").is_file():
-        filter_main(FilterOptions(inp=str(sample), out=str(out), recipe="relabel",
-                                  llm=LLMOptions(cache=str(out / "llm.sqlite"))), quiet=True)
-    return out / "filtered.jsonl"
+    run_stage(FILTER, FilterOptions(inp=str(sample), out=str(out), recipe="relabel",
+                                    llm=LLMOptions(cache=str(out / "llm.sqlite"))), resume=True, quiet=True)
+    return FILTER.path(out)
 
 
 def main() -> None:
     from curate.ablate import arms as data
     from curate.ablate.grid import load_grid
     from curate.ablate.main import _budget_key
+    from curate.core.stage import report_of
+    from curate.core.hashing import value_digest
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--grid", default=str(REPO / "bench/grids/nfcorpus-relabel.yaml"))
@@ -161,20 +164,21 @@ def main() -> None:
     grid = load_grid(args.grid)
     if args.serve:
         return serve(grid, args.serve)
-    work = Path(args.out) / f"grid-{data.digest(_budget_key(grid))}"
+    work = Path(args.out) / f"grid-{value_digest(_budget_key(grid), length=data.KEY)}"
     qrels = data.training_qrels(grid, work)
     arm = next(a for a in grid.arms if a.name == args.arm)
     hidden = held_back(grid)
-    mined_path = data._records(grid, arm, qrels, work)[0] / "mined.jsonl"  # the arm's set before its filter
+    mine, mine_opts = next(step for step in data.arm_stages(grid, arm, qrels, work) if step[0].name == "mine")
+    mined_path = mine.path(mine_opts.out)  # the arm's set before its filter
     if not mined_path.is_file():
-        data.mined_set(grid, next(a for a in grid.arms if a.name == "all-negatives"), qrels, work)
+        data.arm_records(grid, next(a for a in grid.arms if a.name == "all-negatives"), qrels, work)
     result = {"grid": str(Path(args.grid).resolve().relative_to(REPO)), "queries": grid.queries,
               "shown_positives": grid.shown_positives, "arm": args.arm,
               "scripted_judge": measure(oracle(grid, mined_path, work / "relabel-oracle", hidden), hidden)}
     if args.llm_queries:
         started = time.perf_counter()
         judged = llm_sample(mined_path, work / f"relabel-llm-{args.llm_queries}", args.llm_queries)
-        report = json.loads((judged.parent / "filter_report.json").read_text())
+        report = report_of(judged.parent)
         note = next(s for s in report["steps"] if s["step"] == "relabel")["notes"]
         result["llm_judge"] = {**measure(judged, hidden), "records": args.llm_queries, "judges": note.get("judges"),
                                "seconds_this_run": round(time.perf_counter() - started, 1)}

@@ -1,29 +1,25 @@
 """``curate pipeline DOCS --out RUN``: documents in, training data out, in one command.
 
 Users with documents and no labelled queries would otherwise run five commands and wire their
-files together by hand. This runs the same stages, with the same options objects, each in a
-sub-folder of RUN: ``generate/`` (a query per sampled passage), ``filter/`` (the recipe, with
-the passages as the round trip's corpus), ``mine/`` (hard negatives from the same passages),
-``relabel/`` (only with ``relabel=True``: an LLM judge looks again at the mined negatives) and
-``export/``. At the end it prints the funnel, where the records went and why, and writes it
-to ``RUN/pipeline.json``.
+files together by hand. The pipeline is a list of stages, each run by the one stage runner
+(``curate.core.stage.run_stage``) in a sub-folder of RUN: ``generate/`` (a query per sampled
+passage), ``filter/`` (the recipe, with the passages as the round trip's corpus), ``mine/``
+(hard negatives from the same passages), ``relabel/`` (only with ``relabel=True``: an LLM judge
+looks again at the mined negatives) and ``export/``. Each stage reads the one before it through
+the contract (its product, its corpus), never by file name. At the end it prints the funnel,
+where the records went and why, and writes it to ``RUN/pipeline.json``.
 
-Re-running resumes. Generate finishes what it has not done (its own resume) and is skipped
-outright when every sampled passage is done, so no model starts. Each later stage leaves a
-marker in its folder naming its options and the SHA-256 of its inputs; a stage whose report
-is there, untouched since, with a marker that matches is "done earlier", anything else runs
-again. The stages write through their run folders (staged and swapped in whole, see
-``curate.core.runner``), so a kill leaves the last whole output or none, never half of one,
-and a stage that runs again replaces its output rather than adding to it.
+Re-running resumes: a stage whose fingerprint (its options and the bytes of its inputs) matches
+its finished run is "done earlier"; anything else runs again. Generate finishes what it has not
+done (its own resume), and starts afresh when its fingerprint changed (another seed, count,
+task or model), so two runs' records never mix. The stages write through their run folders
+(staged and swapped in whole, see ``curate.core.runner``), so a kill leaves the last whole
+output or none, never half of one.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
-from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,34 +27,53 @@ from typing import Any
 from rich.markup import escape
 
 from curate.core.errors import CurateError
-from curate.core.jsonl import atomic_write_json, dumps, read_jsonl
+from curate.core.jsonl import atomic_write_json
+from curate.core.stage import DONE, Stage, report_of, run_stage
 from curate.llm.backend import LLMOptions
 from curate.progress import console
 
-GENERATE, FILTER, MINE, RELABEL, EXPORT = "generate", "filter", "mine", "relabel", "export"
-REPORTS = {GENERATE: "summary.json", FILTER: "filter_report.json", MINE: "mine_report.json",
-           RELABEL: "filter_report.json", EXPORT: "export_report.json"}
-MARKER = ".curate-pipeline.json"  # a ".curate" name: export's check of its folder passes it by
+RELABEL = "relabel"  # the recipe the relabel stage runs, and its folder
 FUNNEL = "pipeline.json"
-DONE, RAN = "done earlier", "ran"
-EXCERPT = 60  # characters of a dropped query shown in the funnel
 
 
 @dataclass(kw_only=True)
 class PipelineOptions:
-    docs: str  # a BEIR folder, a corpus JSONL, a folder of .txt/.md/.html, or one such file
-    out: str
-    n: int = 200  # passages sampled; one query each
-    seed: int = 0
+    # a BEIR folder, a corpus JSONL, a folder of .txt/.md/.html, or one such file
+    docs: str = field(metadata={"argument": True, "path": "any"})
+    out: str = field(metadata={
+        "path": "dir",
+        "help": "Run folder: generate/, filter/, mine/, relabel/, export/ and pipeline.json (re-run to resume)."})
+    n: int = field(default=200, metadata={  # passages sampled; one query each
+        "flag": "--num-examples", "short": "-n", "min": 1,
+        "help": "Passages sampled with --seed, one query each (a few hundred suit the bundled CPU model: "
+                "minutes to an hour; a server takes thousands)."})
+    seed: int = field(default=0, metadata={"help": "Seed for every per-item draw."})
     llm: LLMOptions = field(default_factory=LLMOptions)  # generate's backend, and relabel's judge
-    task: str = "from-corpus"  # or from-corpus-multihop (queries over 2-3 related passages), or a spec file
-    recipe: str = "from-corpus"
-    relabel: bool = False  # off until measured
-    teacher: str | None = None  # filter's and mine's teacher (default: the recipe's / the bundled one)
-    formats: tuple[str, ...] = ("sentence-transformers",)
-    license: str | None = None  # the export card's licence: the user's documents have no known one
-    plots: bool = True
-    prompts_dirs: tuple[str, ...] = ()
+    # or from-corpus-multihop (queries over 2-3 related passages), or a spec file
+    task: str = field(default="from-corpus", metadata={
+        "help": "The query-writing spec: from-corpus (one passage a query), from-corpus-multihop (a query "
+                "over 2-3 related passages, each a positive) or a spec file with inputs: [positive]."})
+    recipe: str = field(default="from-corpus", metadata={
+        "help": "Filter recipe: a shipped name or a recipe YAML file."})
+    relabel: bool = field(default=False, metadata={  # off until measured
+        "flag": "--relabel/--no-relabel",
+        "help": "Have an LLM judge relabel the mined negatives before export (off: the bundled model is too "
+                "weak a judge; use a real one behind --base-url)."})
+    # filter's and mine's teacher (default: the recipe's / the bundled one)
+    teacher: str | None = field(default=None, metadata={
+        "help": "Teacher embedding model for filter and mine  [default: the recipe's, else the bundled "
+                "all-MiniLM-L6-v2]."})
+    formats: tuple[str, ...] = field(default=("sentence-transformers",), metadata={
+        "flag": "--format", "help_names": {"formats": "curate.export.formats:in_order"},
+        "help": "Export format, as curate export takes it ({formats}, or all); repeatable."})
+    # the export card's licence: the user's documents have no known one
+    license: str | None = field(default=None, metadata={
+        "metavar": "ID",
+        "help": "The export card's licence, a Hub id such as cc-by-4.0: the one your documents are under."})
+    plots: bool = field(default=True, metadata={"help": "Write filter's and mine's plots."})
+    prompts_dirs: tuple[str, ...] = field(default=(), metadata={
+        "flag": "--prompts-dir", "path": "dir",
+        "help": "Extra folder of Jinja templates, searched before the shipped prompts/."})
 
 
 def run_pipeline(opts: PipelineOptions) -> dict[str, Any]:
@@ -80,251 +95,126 @@ def run_pipeline(opts: PipelineOptions) -> dict[str, Any]:
     from curate.taskspec import load_spec
 
     check_spec(load_spec(opts.task, ()))
-    _check_formats(opts.formats)
+    from curate.export.formats import FORMATS
     from curate.export.formats.hub import check_license
 
+    for name in opts.formats:
+        if name != "all":
+            FORMATS.get(name, where="--format")
     check_license(opts.license)  # before any model starts
     llm = opts.llm if opts.llm.cache else dataclasses.replace(opts.llm, cache=str(out / ".cache" / "llm.sqlite"))
     params = {k: v for k, v in dataclasses.asdict(opts).items() if k not in ("llm", "out")}
     with open_run("pipeline", out, params, [opts.docs], staged=False) as run:
-        states, stop = _run_stages(opts, docs, llm, out)
-        funnel = build_funnel(opts, docs, states, stop)
+        states, reports, stop = _run_stages(opts, llm, out)
+        funnel = build_funnel(opts, docs, states, reports, stop)
         atomic_write_json(out / FUNNEL, funnel)
-        run.counts.update({name: funnel[name][key] for name, key in (
-            (GENERATE, "ok"), (FILTER, "records_kept"), (MINE, "records"), (EXPORT, "rows")) if funnel[name]})
-    print_funnel(funnel)
+        run.counts.update({name: states[name] for name in states})
+    print_funnel(funnel, [stage for stage, _ in reports.values()])
     if stop:  # the funnel above says where the records went
         raise CurateError(stop)
     return funnel
 
 
-def _run_stages(opts: PipelineOptions, docs, llm: LLMOptions, out: Path) -> tuple[dict[str, str], str | None]:
-    """Each stage's state (ran / done earlier), and why the run stopped early (None: it did not)."""
-    from curate.export.main import ExportOptions, run_export
-    from curate.filter.main import FilterOptions, filter_main
-    from curate.filter.recipe import find_recipe
-    from curate.generate.from_corpus import CORPUS
-    from curate.mine.main import MINED, MineOptions, mine_main
+def stages(opts: PipelineOptions, llm: LLMOptions, out: Path) -> list[tuple[Stage, Any]]:
+    """The stages in order, each with its options; a stage reads the one before it through the
+    contract (``Stage.path``), so nothing here knows a stage's file names."""
+    from curate.export.main import STAGE as EXPORT, ExportOptions
+    from curate.filter.main import STAGE as FILTER, FilterOptions
+    from curate.generate.stage import STAGE as GENERATE, GenerateOptions
+    from curate.mine.main import STAGE as MINE, MineOptions
 
-    gen = out / GENERATE
-    corpus = gen / CORPUS
-    states = {GENERATE: _generate(opts, docs, llm, gen)}
-
-    generated = gen / "generated.jsonl"
-    if not generated.is_file() or not generated.stat().st_size:
-        return states, f"generate wrote no query (why: {gen / 'failed.jsonl'}); nothing to filter"
-    f_opts = {"recipe": opts.recipe, "teacher": opts.teacher, "plots": opts.plots}
-    inputs = [generated, corpus, find_recipe(opts.recipe)]  # an edited recipe file: filtered again
-    states[FILTER] = stage(FILTER, out / FILTER, f_opts, inputs, lambda: filter_main(FilterOptions(
-        inp=str(generated), out=str(out / FILTER), corpus=str(corpus), llm=llm, **f_opts)))
-
-    filtered = out / FILTER / "filtered.jsonl"
-    if not _report(out, FILTER)["records_kept"]:
-        return states, f"the filter kept no query (why: {out / FILTER / 'rejected.jsonl'}); nothing to mine"
-    m_opts = {"teachers": (opts.teacher,) if opts.teacher else (), "seed": opts.seed, "plots": opts.plots}
-    states[MINE] = stage(MINE, out / MINE, m_opts, [filtered, corpus], lambda: mine_main(MineOptions(
-        out=str(out / MINE), records=str(filtered), corpus=str(corpus), **m_opts)))
-
-    mined = records = out / MINE / MINED
+    gen = out / GENERATE.name
+    corpus = str(GENERATE.path(gen, "corpus"))
+    steps: list[tuple[Stage, Any]] = [
+        (GENERATE, GenerateOptions(out=str(gen), corpus=opts.docs, n=opts.n, seed=opts.seed, llm=llm,
+                                   tasks=(opts.task,), prompts_dirs=tuple(opts.prompts_dirs))),
+        (FILTER, FilterOptions(inp=str(GENERATE.path(gen)), out=str(out / FILTER.name), corpus=corpus, llm=llm,
+                               recipe=opts.recipe, teacher=opts.teacher, plots=opts.plots)),
+        (MINE, MineOptions(out=str(out / MINE.name), records=str(FILTER.path(out / FILTER.name)), corpus=corpus,
+                           teachers=(opts.teacher,) if opts.teacher else (), seed=opts.seed, plots=opts.plots)),
+    ]
     if opts.relabel:
-        r_opts = {"plots": opts.plots, "model": llm.model, "model_path": llm.model_path}  # another judge: again
-        states[RELABEL] = stage(RELABEL, out / RELABEL, r_opts, [mined, find_recipe(RELABEL)], lambda: filter_main(
-            FilterOptions(inp=str(mined), out=str(out / RELABEL), recipe=RELABEL, llm=llm, plots=opts.plots)))
-        records = out / RELABEL / "filtered.jsonl"
-    e_opts = {"formats": tuple(opts.formats), "seed": opts.seed, "license": opts.license}
-    states[EXPORT] = stage(EXPORT, out / EXPORT, {**e_opts, "input": records.parent.name}, [records],
-                           lambda: run_export(ExportOptions(inputs=(str(records),), out=str(out / EXPORT), **e_opts)))
-    return states, None
+        relabel = dataclasses.replace(FILTER, name=RELABEL)
+        steps.append((relabel, FilterOptions(inp=str(MINE.path(out / MINE.name)), out=str(out / RELABEL),
+                                             recipe=RELABEL, llm=llm, plots=opts.plots)))
+    last_stage, last_opts = steps[-1]
+    steps.append((EXPORT, ExportOptions(inputs=(str(last_stage.path(last_opts.out)),), out=str(out / EXPORT.name),
+                                        formats=tuple(opts.formats), seed=opts.seed, license=opts.license)))
+    return steps
 
 
-def _generate(opts: PipelineOptions, docs, llm: LLMOptions, folder: Path) -> str:
-    """Generate resumes by itself; when nothing is left to do it is not started at all (no model)."""
-    from curate.generate.stage import GenerateOptions, generate_stage
-
-    if _generated_all(opts, docs, folder):
-        console.print(f"{GENERATE}: done earlier ({escape(str(folder / REPORTS[GENERATE]))})")
-        return DONE
-    generate_stage(GenerateOptions(out=str(folder), corpus=opts.docs, n=opts.n, seed=opts.seed, llm=llm,
-                                   tasks=(opts.task,),
-                                   prompts_dirs=tuple(opts.prompts_dirs)))
-    return RAN
-
-
-def _generated_all(opts: PipelineOptions, docs, folder: Path) -> bool:
-    """Every sampled passage has its record or final failure, and the corpus file is these
-    documents' passages: exactly when ``generate`` would send nothing and write the same."""
-    from curate.generate.brainstorm import fixed_tasks
-    from curate.generate.examples import finished_ids
-    from curate.generate.from_corpus import CORPUS, corpus_items
-    from curate.progress import RunStats
-    from curate.taskspec import load_spec
-
-    if not (folder / REPORTS[GENERATE]).is_file() or not (folder / CORPUS).is_file():
-        return False
-    spec = load_spec(opts.task, ())
-    items = corpus_items(spec, docs, opts.n, fixed_tasks(spec), opts.seed, RunStats(stage=GENERATE))
-    if not {it.id for it in items} <= finished_ids(folder):
-        return False
-    rows = "".join(dumps({"_id": p.id, "title": p.title, "text": p.text, "source": p.source}) + "\n"
-                   for p in docs.passages)
-    return (folder / CORPUS).read_text(encoding="utf-8") == rows
+def _run_stages(opts: PipelineOptions, llm: LLMOptions, out: Path):
+    """Each stage's state (ran / done earlier), its report, and why the run stopped early (None:
+    it did not): a stage whose product holds no record leaves nothing for the next one."""
+    states: dict[str, str] = {}
+    reports: dict[str, tuple[Stage, dict[str, Any]]] = {}
+    steps = stages(opts, llm, out)
+    for i, (stage, stage_opts) in enumerate(steps):
+        report, states[stage.name] = run_stage(stage, stage_opts, resume=True)
+        reports[stage.name] = (stage, report)
+        if i + 1 < len(steps) and not _holds_records(stage.path(stage_opts.out)):
+            why = stage.path(stage_opts.out, "drops")
+            return states, reports, f"{stage.name} left no record for {steps[i + 1][0].name} (why: {why})"
+    return states, reports, None
 
 
-def stage(name: str, folder: Path, options: dict[str, Any], inputs: list[Path], run: Callable[[], Any]) -> str:
-    """Run one stage unless an earlier run did it with these options on these very inputs."""
-    report = folder / REPORTS[name]
-    # inputs by content alone, no paths: a moved RUN is still done
-    key = {"options": json.loads(json.dumps(options)), "inputs": [_sha256(p) for p in inputs]}
+def _holds_records(path: Path) -> bool:
     try:
-        marker = json.loads((folder / MARKER).read_text(encoding="utf-8"))
-        done = marker == {**key, "report_mtime_ns": report.stat().st_mtime_ns}
-    except (OSError, ValueError):
-        done = False
-    if done:
-        console.print(f"{name}: done earlier ({escape(str(report))})")
-        return DONE
-    run()
-    atomic_write_json(folder / MARKER, {**key, "report_mtime_ns": report.stat().st_mtime_ns})
-    return RAN
-
-
-def _sha256(path: Path) -> str | None:
-    if not path.is_file():
-        return None
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _check_formats(formats: tuple[str, ...]) -> None:
-    from curate.export.formats import WRITERS
-
-    unknown = [f for f in formats if f != "all" and f not in WRITERS]
-    if unknown:
-        raise CurateError(f"unknown --format {', '.join(unknown)} (choose from {', '.join(WRITERS)}, all)")
-
-
-def _report(out: Path, name: str) -> dict[str, Any]:
-    return json.loads((out / name / REPORTS[name]).read_text(encoding="utf-8"))
+        with path.open("rb") as fh:
+            return any(line.strip() for line in fh)
+    except OSError:
+        return False
 
 
 # ----------------------------------------------------------------------------- the funnel
 
 
-def build_funnel(opts: PipelineOptions, docs, states: dict[str, str], stop: str | None = None) -> dict[str, Any]:
-    """What each stage took in and kept, read back from the files the stages wrote (None: a stage
-    not reached, or relabel when off)."""
-    from curate.progress import reason_kind
-
+def build_funnel(opts: PipelineOptions, docs, states: dict[str, str], reports: dict[str, tuple[Stage, dict]],
+                 stop: str | None = None) -> dict[str, Any]:
+    """What each stage took in and kept, as each stage tells it from its report and folder
+    (None: a stage not reached, or relabel when off)."""
     out = Path(opts.out)
     d = docs.report()
-    gen = out / GENERATE
-    queries = {obj.get("id"): obj.get("query") for _, obj in read_jsonl(gen / "generated.jsonl")}
-    failed = [obj for _, obj in read_jsonl(gen / "failed.jsonl")] if (gen / "failed.jsonl").is_file() else []
     funnel: dict[str, Any] = {
         "docs": str(opts.docs), "out": str(out), "stages": states, "stopped": stop,
         "documents": {"files": d["files"], "documents": d["documents"], "passages": d["passages"],
                       "skipped": len(d["skipped"])},
-        GENERATE: {"sampled": min(opts.n, d["passages"]), "ok": len(queries), "failed": len(failed),
-                   "failure_reasons": dict(Counter(reason_kind(f.get("reason")) for f in failed).most_common())},
-        FILTER: _filter_funnel(out, queries) if FILTER in states else None,
-        MINE: _mine_funnel(out) if MINE in states else None,
-        RELABEL: _relabel_funnel(out) if RELABEL in states else None,
-        EXPORT: _export_funnel(out) if EXPORT in states else None,
     }
+    for name in ("generate", "filter", "mine", RELABEL, "export"):
+        funnel[name] = None
+    for name, (stage, report) in reports.items():
+        report = report_of(out / name) or report
+        funnel[name] = stage.funnel(report, out / name) if stage.funnel and report else None
     return funnel
 
 
-def _filter_funnel(out: Path, queries: dict[str, str]) -> dict[str, Any]:
-    rep = _report(out, FILTER)
-    examples: dict[str, dict[str, str]] = {}  # step -> the first record it dropped
-    for _, row in read_jsonl(out / FILTER / "rejected.jsonl"):
-        if row.get("target") == "record" and row.get("step") not in examples:
-            examples[row["step"]] = {"reason": row.get("reason"), "query": _excerpt(queries.get(row.get("id")))}
-    steps = [{"step": s["step"], "records_in": s["records_in"], "records_kept": s["records_kept"],
-              "records_dropped": s["records_dropped"], "example": examples.get(s["step"])} for s in rep["steps"]]
-    return {"records_in": rep["records_in"], "records_kept": rep["records_kept"], "steps": steps,
-            "plots": [str(out / FILTER / Path(p).name) for p in rep.get("plots", [])]}
-
-
-def _mine_funnel(out: Path) -> dict[str, Any]:
-    rep = _report(out, MINE)
-    return {"records_in": rep["queries_in"], "records": rep["queries_out"], "negatives": rep["negatives"],
-            "negatives_per_record": rep["negatives_per_query"]["mean"],
-            "plots": [str(out / MINE / p) for p in rep.get("plots", [])]}
-
-
-def _relabel_funnel(out: Path) -> dict[str, Any]:
-    rep = _report(out, RELABEL)
-    note = next((s.get("notes", {}) for s in rep["steps"] if s["step"] == RELABEL), {})
-    return {"records": rep["records_kept"], "candidates": note.get("candidates", 0),
-            "verdicts": note.get("verdicts", {}), "records_changed": note.get("records_changed", 0),
-            "negatives_in": rep["negatives_in"], "negatives_kept": rep["negatives_kept"]}
-
-
-def _export_funnel(out: Path) -> dict[str, Any]:
-    rep = _report(out, EXPORT)
-    c = rep["counts"]
-    split = {"train": c.get("train", 0), "dev": c.get("dev", 0)}
-    return {"folder": str(out / EXPORT), "rows": split["train"] + split["dev"],
-            "formats": {name: {**split, "files": files} for name, files in rep["outputs"].items()}}
-
-
-def _excerpt(text: str | None) -> str:
-    text = " ".join((text or "").split())
-    return text if len(text) <= EXCERPT else text[:EXCERPT - 3].rstrip() + "..."
-
-
-def print_funnel(f: dict[str, Any]) -> None:
-    """The funnel, one line per fact; user text escaped so rich prints it as written."""
-    def say(stage: str, text: str) -> None:
-        console.print(f"  [bold]{stage:<9}[/bold] {text}", soft_wrap=True)
+def print_funnel(f: dict[str, Any], order: list[Stage]) -> None:
+    """The funnel, one line per fact, each stage's lines as the stage words them."""
+    def say(label: str, text: str) -> None:
+        console.print(f"  [bold]{label:<9}[/bold] {text}", soft_wrap=True)
 
     console.print(f"[bold]pipeline[/bold] {escape(f['docs'])} -> {escape(f['out'])}", soft_wrap=True)
-    d, g = f["documents"], f[GENERATE]
+    d = f["documents"]
     skipped = f", {_n(d['skipped'], 'file')} skipped" if d["skipped"] else ""
     say("read", f"{_n(d['documents'], 'document')} from {_n(d['files'], 'file')}, "
                 f"{_n(d['passages'], 'passage')} cut{skipped}")
-    why = ", ".join(f"{k}: {v}" for k, v in g["failure_reasons"].items())
-    say("generate", f"{g['sampled']} passages sampled, {g['ok']} queries written, {g['failed']} failed"
-                    + (f" ({escape(why)})" if why else "") + _state(f, GENERATE))
-    flt, m, r, e = f[FILTER], f[MINE], f[RELABEL], f[EXPORT]  # None: not reached (relabel: or off)
-    if flt:
-        say("filter", f"{flt['records_kept']} of {flt['records_in']} records kept" + _state(f, FILTER))
-        for s in flt["steps"]:
-            dropped = sum(s["records_dropped"].values())
-            line = f"  {s['step']}: {s['records_kept']} of {s['records_in']} kept"
-            if dropped:
-                line += f", {dropped} dropped"
-                if s["example"]:
-                    line += f", e.g. {escape(str(s['example']['reason']))}: \"{escape(s['example']['query'])}\""
-            say("", line)
-    if m:
-        say("mine", f"{m['records']} of {m['records_in']} records mined, {m['negatives']} negatives "
-                    f"({m['negatives_per_record']:.2f} per record)" + _state(f, MINE))
-        if r is None:
-            say("relabel", "off (--relabel asks an LLM judge about the mined negatives)")
-    if r:
-        verdicts = ", ".join(f"{k} {v}" for k, v in r["verdicts"].items()) or "none"
-        say("relabel", f"{r['candidates']} negatives judged: {verdicts}; {r['negatives_kept']} of "
-                       f"{r['negatives_in']} negatives left, {r['records_changed']} records changed"
-                       + _state(f, RELABEL))
-    for name, rows in (e or {}).get("formats", {}).items():
-        say("export", f"{name}: {_n(rows['train'], 'train row')}, {_n(rows['dev'], 'dev row')}"
-                      + _state(f, EXPORT))
-    plots = (flt or {}).get("plots", []) + (m or {}).get("plots", [])
+    plots: list[str] = []
+    for stage in order:
+        entry = f.get(stage.name)
+        if not entry or stage.funnel_lines is None:
+            continue
+        done = " (done earlier)" if f["stages"].get(stage.name) == DONE else ""
+        for label, text in stage.funnel_lines(entry):
+            say(label, text + (done if label else ""))
+        plots += entry.get("plots", [])
+        if stage.name == "mine" and f.get(RELABEL) is None:
+            say(RELABEL, "off (--relabel asks an LLM judge about the mined negatives)")
+        if entry.get("folder"):
+            say("data", escape(entry["folder"]))
     if plots:
         say("plots", escape(", ".join(plots)))
-    if e:
-        say("data", escape(e["folder"]))
     say("funnel", escape(str(Path(f["out"]) / FUNNEL)))
 
 
 def _n(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
-def _state(f: dict[str, Any], name: str) -> str:
-    return " (done earlier)" if f["stages"].get(name) == DONE else ""

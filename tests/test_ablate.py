@@ -13,6 +13,7 @@ from curate.ablate.grid import load_grid
 from curate.ablate.main import AblateOptions, run_ablate
 from curate.datasets.beir import load_beir
 from curate.core.errors import CurateError
+from curate.core.stage import report_of
 from tests.helpers import SHARED_DATA, assert_one_line_error, run_curate
 from tests.mine_helpers import write_beir
 
@@ -84,7 +85,7 @@ def test_tiny_grid_report_baseline_and_resume(tiny, finished, monkeypatch):
     # curate's default export (--negatives-per-row auto): in this small corpus the teacher ranks most
     # labelled positives in its top 10, so each row carries every negative of its record (k=2)
     assert cur_run["training"]["order"] == "export" and cur_run["training"]["negatives_per_row"] == 2
-    exports = [json.loads(p.read_text()) for p in (work / "exports").glob("*/export_report.json")]
+    exports = [report_of(p) for p in (work / "exports").iterdir()]
     auto = [e["negatives_per_row"] for e in exports if "negatives_per_row" in e]
     assert auto and all(a["chose"] == "all" and a["positive_in_teacher_top_10"] >= 0.5 for a in auto)
     # an arm whose options differ but whose export is the same file takes the finished run: no training
@@ -166,6 +167,8 @@ def test_runs_train_on_ray_workers_as_they_do_here(tiny, finished, monkeypatch):
 
 @pytest.mark.parametrize("text,needle", [
     ("arms: {a: {mine: {methd: naive}}}", "arm 'a' mine: unknown option 'methd'"),
+    ("arms: {a: {mine: {margin: 0.9, relative_margin: 0.1}}}",
+     "arm 'a' mine: --margin and --relative-margin are the same setting"),
     ("arms: {a: {export: {curriculum: mgh, seed: 3}}}", "'seed' is set by the grid itself"),
     ("arms: {a: {kind: st, st: {num_negative: 4}}}", "arm 'a' st: unknown option 'num_negative'"),
     ("arms: {a: {kind: nope}}", "kind 'nope'"),
@@ -226,23 +229,28 @@ def test_shipped_grids_load(tiny):
 def test_arm_data_is_keyed_by_resolved_options(tiny, monkeypatch):
     """A mined set or export made under other defaults is never reused: folders are named by the
     options with every default filled in (an empty arm and one spelling the defaults share one)."""
-    import curate.export.main as export_main
-    import curate.mine.main as mine_main
     from curate.ablate import arms
     from curate.ablate.grid import Arm
 
     grid = load_grid(tiny["grid"])
-    made: list[str] = []
-    monkeypatch.setattr(mine_main, "run_mine", lambda opts: made.append(opts.out))
-    monkeypatch.setattr(export_main, "run_export", lambda opts: made.append(opts.out))
+    ran: list[tuple[str, str]] = []
+
+    def run_stage(stage, opts, resume=False, quiet=False):  # every stage goes through the one runner
+        assert resume and quiet
+        ran.append((stage.name, opts.out))
+        return {}, "ran"
+
+    monkeypatch.setattr(arms, "run_stage", run_stage)
     work, qrels = tiny["tmp"] / "keys", tiny["tmp"] / "q.tsv"
     spelled = Arm("b", mine={"positive_top": 0, "method": "percpos"}, export={"curriculum": "none"})
     gated = Arm("c", mine={"positive_top": 10})
-    paths = [arms.mined_set(grid, a, qrels, work) for a in (Arm("a"), spelled, gated)]
+    paths = [arms.arm_records(grid, a, qrels, work) for a in (Arm("a"), spelled, gated)]
     assert paths[0] == paths[1] != paths[2]
+    assert [name for name, _ in ran] == ["mine"] * 3 and ran[0][1] == ran[1][1] != ran[2][1]
     exports = [arms.curate_export(grid, a, paths[0], 0, work) for a in (Arm("a"), spelled, Arm("d", export={
         "curriculum": "ordered"}))]
     assert exports[0] == exports[1] != exports[2]
+    assert [(name, Path(out)) for name, out in ran[3:]] == [("export", e) for e in exports]
 
 
 def test_filtered_sets_are_keyed_by_what_the_recipe_does(tmp_path):
@@ -256,7 +264,9 @@ def test_filtered_sets_are_keyed_by_what_the_recipe_does(tmp_path):
         f.write_text("# a comment\nsteps:\n  - heuristics: {}\n  - teacher_rank: {positive_top: 10}\n")
 
     def folder(path):
-        return arms._records(grid, Arm("x", filter=str(path)), tmp_path / "q.tsv", tmp_path / "work")[1]
+        steps = arms.arm_stages(grid, Arm("x", filter=str(path)), tmp_path / "q.tsv", tmp_path / "work")
+        assert [stage.name for stage, _ in steps] == ["mine", "filter"]
+        return steps[1][1].out
 
     from curate.ablate.main import resolved
 
@@ -315,7 +325,7 @@ def test_an_unset_negatives_per_row_under_a_level_curriculum_is_one_negative(tmp
 
 def test_a_run_from_before_digests_were_recorded_is_found_by_its_export(tiny, finished, tmp_path):
     """A result without ``data_sha256`` is matched through the export folder its options name, but
-    only when that folder is older than the result: one made since may hold other bytes."""
+    only when its files are older than the result: files written since may hold other bytes."""
     import os
     import shutil
 
@@ -330,8 +340,9 @@ def test_a_run_from_before_digests_were_recorded_is_found_by_its_export(tiny, fi
     keep = work / "runs" / here["arms"]["default"]["key"] / "seed-0.json"
     made = here["runs"]["default"][0]["training"]["data_sha256"]
     arm = next(a for a in grid.arms if a.name == "default")
-    report = data.export_folder(grid, arm, data.records_path(grid, arm, qrels, work), 0, work) / "export_report.json"
-    stamp = report.stat().st_mtime
+    files = data.train_files(data.export_folder(grid, arm, data.records_path(grid, arm, qrels, work), 0, work))
+    assert files
+    stamps = {f: Path(f).stat().st_mtime for f in files}
     try:
         for path in (work / "runs").glob("*/seed-0.json"):  # as results were written before this change
             if path != keep:
@@ -345,9 +356,10 @@ def test_a_run_from_before_digests_were_recorded_is_found_by_its_export(tiny, fi
         assert same_data_run(grid, work, qrels, 1, made) is None  # another seed is another training
         assert same_data_run(grid, work, qrels, 0, "0" * 16) is None
         later = keep.stat().st_mtime + 60
-        os.utime(report, (later, later))  # as if the folder had been made after the result
+        os.utime(files[0], (later, later))  # as if the export had been written after the result
         assert same_data_run(grid, work, qrels, 0, made) is None
     finally:
-        os.utime(report, (stamp, stamp))
+        for f, stamp in stamps.items():
+            os.utime(f, (stamp, stamp))
         shutil.rmtree(work / "runs")
         shutil.copytree(tmp_path / "runs", work / "runs")

@@ -13,6 +13,7 @@ import pytest
 from curate.ablate.main import AblateOptions, run_ablate
 from curate.core.errors import CurateError
 from curate.core.records import read_records
+from curate.core.stage import is_done
 from curate.datasets.beir import load_beir
 from curate.generate.from_corpus import extracted_query, first_sentence
 from curate.datasets.documents import Passage
@@ -83,11 +84,23 @@ def test_corpus_arms_train_from_documents_alone(folder, monkeypatch):
 
     work = Path(report["work"])
     assert not (work / "queries").exists(), "no training qrels read or written"
-    passages = {json.loads(line)["_id"] for f in (work / "generated").glob("*/corpus.jsonl")
-                for line in f.read_text().splitlines()}
+    # each corpus arm's first stage: generate for the LLM arm, extract for the titles one; the
+    # extracted folder holds the same files but is never taken for a finished generate run
+    from curate.ablate import arms
+    from curate.ablate.grid import load_grid
+    from curate.generate.stage import STAGE as GENERATE, GenerateOptions
+    from curate.mine.main import STAGE as MINE
+
+    g = load_grid(grid)
+    first = {a.name: arms.arm_stages(g, a, None, work)[0] for a in g.arms if a.generate is not None}
+    assert {a: stage.name for a, (stage, _) in first.items()} == {"titles": "extract", "llm": "generate"}
+    assert all(is_done(stage, opts) for stage, opts in first.values())
+    assert not is_done(GENERATE, GenerateOptions(out=first["titles"][1].out, corpus=str(beir), n=12))
+    passages = {json.loads(line)["_id"] for f in (work / "generated").iterdir()
+                for line in GENERATE.path(f, "corpus").read_text().splitlines()}
     titles = {json.loads(line)["_id"]: json.loads(line).get("title", "") for line in
               (beir / "corpus.jsonl").read_text().splitlines()}
-    mined = {p.parent.name: read_records(p) for p in (work / "mined").glob("*/mined.jsonl")}
+    mined = {f.name: read_records(MINE.path(f)) for f in (work / "mined").iterdir()}
     assert len(mined) == 2
     for records in mined.values():
         assert records

@@ -76,7 +76,7 @@ def _cached_vectors(cache):
     doc_ids, qids = list(data.corpus), list(data.qrels)
     docs = teacher.encode_docs([data.corpus[d] for d in doc_ids])
     queries = teacher.encode_queries([data.queries[q] for q in qids])
-    assert teacher.encoded == 0 and teacher._model is None
+    assert teacher.encoded == 0 and teacher.source._model is None
     return data, doc_ids, qids, docs, queries
 
 

@@ -24,7 +24,7 @@ import yaml
 from curate.corpus import doc_text
 from curate.datasets.beir import load_beir
 from curate.core.errors import CurateError
-from curate.export.formats import WRITERS
+from curate.export.formats import FORMATS, in_order, writers
 from curate.export.formats.common import raw_document
 from curate.export.rows import ExportRow
 from tests.helpers import SHARED_DATA, read_jsonl
@@ -93,6 +93,8 @@ CARD = {"title": "SciFact test export",
         "parameters": {"batch_size": BATCH, "curriculum": "mgh", "shard_rows": 5}}
 
 
+WRITERS = writers()  # every shipped format's writer, in the formats' order
+
 @pytest.fixture(scope="module")
 def export(tmp_path_factory):
     out = tmp_path_factory.mktemp("export")
@@ -112,8 +114,11 @@ def _load(path: Path, cache: Path):
 
 
 def test_registry_names_the_seven_formats():
-    assert list(WRITERS) == ["hf", "sentence-transformers", "flagembedding", "tevatron", "nemo", "nemo-automodel",
-                             "beir"]
+    assert in_order() == ["hf", "sentence-transformers", "flagembedding", "tevatron", "nemo", "nemo-automodel",
+                          "beir"]
+    assert FORMATS.names() == sorted(in_order())
+    with pytest.raises(CurateError, match="--format: unknown export format 'tevatorn' \\(did you mean tevatron\\?\\)"):
+        FORMATS.get("tevatorn", where="--format")
 
 
 def test_hf_reads_back_every_field_in_order(export):

@@ -68,14 +68,14 @@ def test_a_filter_step_is_one_registered_function(tmp_path):
         with pytest.raises(CurateError, match="unknown parameter 'min_word' \\(did you mean min_words\\?\\)"):
             api.filter(api.FilterOptions(inp=str(recs), out=str(tmp_path / "g"), recipe=str(recipe)))
     finally:
-        STEPS.pop("short_query", None)
+        STEPS.unregister("short_query")
 
 
 # --------------------------------------------------------------------------- an export format
 
 
 def test_an_export_format_is_one_registered_writer(tmp_path):
-    from curate.export.formats import WRITERS, register_format
+    from curate.export.formats import FORMATS, register_format
 
     @register_format("tsv-triplets")
     def write_tsv(rows, out_dir, card):
@@ -96,7 +96,7 @@ def test_an_export_format_is_one_registered_writer(tmp_path):
         assert len(lines) == sum(2 for _ in read_jsonl(recs)) and all(len(x) == 3 for x in lines)
         assert report["outputs"] == {"tsv-triplets": ["triplets.tsv"]}
     finally:
-        WRITERS.pop("tsv-triplets", None)
+        FORMATS.unregister("tsv-triplets")
 
 
 # --------------------------------------------------------------------------- a mining preset
@@ -136,7 +136,7 @@ def test_a_mining_preset_is_one_module(tmp_path):
         with pytest.raises(CurateError, match="--max-score applies to abs, not middle-band"):
             run_mine(MineOptions(**{**opts.__dict__, "max_score": 0.5}), teachers=[HashTeacher(dim=32)])
     finally:
-        PRESETS.pop("middle-band", None)
+        PRESETS.unregister("middle-band")
 
 
 def test_a_preset_module_that_fails_is_one_line(tmp_path):
@@ -189,7 +189,7 @@ def test_an_llm_backend_is_one_registered_class(tmp_path):
             api.filter(api.FilterOptions(inp=str(recs), out=str(tmp_path / "g"), recipe=str(recipe),
                                          llm=api.LLMOptions(base_urls=("nothing://x",), model="m")))
     finally:
-        BACKENDS.pop("canned", None)
+        BACKENDS.unregister("canned")
 
 
 # --------------------------------------------------------------------------- an LLM task
@@ -198,7 +198,7 @@ def test_an_llm_backend_is_one_registered_class(tmp_path):
 def test_an_llm_task_is_a_template_a_schema_and_a_parse(tmp_path):
     import asyncio
 
-    from curate.filter.judges import Verdict, verdict_task
+    from curate.filter.steps.judges import Verdict, verdict_task
     from curate.generate.examples import Example, example_task
     from curate.llm.task import LLMTask
     from curate.taskspec import load_spec

@@ -17,8 +17,8 @@ import pytest
 
 from curate.core.errors import CurateError
 from curate.filter.base import FilterContext
-from curate.filter.heuristics import heuristics
-from curate.filter.sts_gap import sts_gap
+from curate.filter.steps.heuristics import heuristics
+from curate.filter.steps.sts_gap import sts_gap
 from curate.core.records import Negative, Record
 
 SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact"

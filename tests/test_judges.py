@@ -20,7 +20,7 @@ import pytest
 
 from curate.core.errors import CurateError
 from curate.filter.base import FilterContext
-from curate.filter.judges import DEFAULT_REFUTE_PATTERN, QUERY_SCORES, judge_answerable, judge_query, judge_refute
+from curate.filter.steps.judges import DEFAULT_REFUTE_PATTERN, QUERY_SCORES, judge_answerable, judge_query, judge_refute
 from curate.llm.cache import RequestCache
 from curate.llm.client import ClientConfig, LLMClient
 from curate.core.records import Negative, Record

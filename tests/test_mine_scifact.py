@@ -114,7 +114,7 @@ def test_percpos_equals_relative_margin(scifact):
     out = scifact["tmp"] / "percpos"
     # a first window of 5 forces the deeper search wherever the top candidates are rejected
     report = run_mine(MineOptions(positive_top=0, out=str(out), pairs=str(scifact["tmp"] / "pairs.jsonl"),
-                                  corpus=str(scifact["tmp"] / "corpus.jsonl"), method="percpos", margin=0.95,
+                                  corpus=str(scifact["tmp"] / "corpus.jsonl"), method="percpos", relative_margin=0.05,
                                   k=4, depth=5), teachers=[scifact["teacher"]])
     ours = _ours(out / "mined.jsonl")
     n_unique = len(dict.fromkeys(scifact["corpus"] + [p for _, p in scifact["rows"]]))
@@ -133,12 +133,12 @@ def test_percpos_equals_relative_margin(scifact):
 def test_cli_beir_folder_matches_pairs_run(scifact):
     out = scifact["tmp"] / "cli"
     proc = run_curate("mine", "--positive-top", "0", "--data", str(scifact["tmp"] / "beir"), "--split", "train", "--method", "percpos",
-                      "--margin", "0.95", "-k", "4", "--out", str(out),
+                      "--relative-margin", "0.05", "-k", "4", "--out", str(out),
                       env={"CURATE_CACHE_DIR": str(scifact["cache"])})
     assert proc.returncode == 0, proc.stderr
     report = json.loads((out / "mine_report.json").read_text())
     assert report["teachers"][0]["texts_encoded"] == 0  # every vector came from the shared cache
-    assert report["queries_in"] == N_QUERIES and report["method"] == {"name": "percpos", "margin": 0.95}
+    assert report["queries_in"] == N_QUERIES and report["method"] == {"name": "percpos", "relative_margin": 0.05}
     assert (out / "mine_scores.png").exists() and (out / "mine_gap.png").exists()
     pairs_run = _ours(scifact["tmp"] / "percpos" / "mined.jsonl")
     recs = read_jsonl(out / "mined.jsonl")

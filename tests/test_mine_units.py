@@ -31,7 +31,7 @@ def codes(method: Method, row, pos):
 
 
 def test_percpos_threshold_positive_and_negative_positive_scores():
-    m = Method.make("percpos", margin=0.95)
+    m = Method.make("percpos", relative_margin=0.05)
     assert m.ceiling(0.8) == pytest.approx(0.76)
     # at the ceiling is kept, above is dropped
     assert codes(m, [0.9, 0.7600001, 0.76, 0.5], 0.8) == [HI, HI, V, V]
@@ -39,15 +39,15 @@ def test_percpos_threshold_positive_and_negative_positive_scores():
     assert m.ceiling(-0.2) == pytest.approx(-0.21)
     assert codes(m, [-0.1, -0.19, -0.205, -0.2101, -0.3], -0.2) == [HI, HI, HI, V, V]
     assert m.ceiling(0.0) == 0.0
-    # a share above 1 would let negatives score above the positive: the guard off, so it is refused
-    # (NV-Retriever's 1.05 point trained worse than 0.95)
-    with pytest.raises(CurateError, match="at most 1.0"):
-        Method.make("percpos", margin=1.05)
+    # a negative margin would let negatives score above the positive: the guard off, so it is refused
+    # (NV-Retriever's share 1.05 trained worse than 0.95)
+    with pytest.raises(CurateError, match="at least 0.0"):
+        Method.make("percpos", relative_margin=-0.05)
 
 
 def test_marginpos_abs_naive_thresholds():
-    mp = Method.make("marginpos")  # default margin 0.05
-    assert mp.margin == 0.05 and mp.ceiling(0.8) == pytest.approx(0.75)
+    mp = Method.make("marginpos")  # default absolute_margin 0.05
+    assert mp.absolute_margin == 0.05 and mp.ceiling(0.8) == pytest.approx(0.75)
     assert codes(mp, [0.8, 0.76, 0.75, 0.1], 0.8) == [HI, HI, V, V]
     assert codes(mp, [-0.2, -0.24, -0.25, -0.26], -0.2) == [HI, HI, V, V]
     ab = Method.make("abs", max_score=0.7)
@@ -61,19 +61,21 @@ def test_rank_methods_and_floor():
     sh = Method.make("shift", shift=2)
     assert codes(sh, [0.9, 0.8, 0.7, 0.6], 0.5) == [RK, RK, V, V]
     assert Method.make("shift").shift == 10
-    win = Method.make("window", rank_min=2, rank_max=3)
+    win = Method.make("window", range_min=1, range_max=3)  # skip 1, none past rank 3: ranks 2..3
     assert codes(win, [0.9, 0.8, 0.7, 0.6], 0.5) == [RK, V, V, RK]
     assert win.last_useful_rank() == 3
-    assert (Method.make("window").rank_min, Method.make("window").rank_max) == (30, 100)
-    fl = Method.make("percpos", margin=0.95, min_score=0.3)
+    assert (Method.make("window").range_min, Method.make("window").range_max) == (29, 100)  # ranks 30..100
+    fl = Method.make("percpos", relative_margin=0.05, min_score=0.3)
     assert codes(fl, [0.9, 0.5, 0.3, 0.29], 0.8) == [HI, V, V, LO]
 
 
 def test_method_parameter_errors():
-    for bad in (lambda: Method.make("nope"), lambda: Method.make("percpos", margin=0),
-                lambda: Method.make("naive", margin=0.9), lambda: Method.make("percpos", max_score=0.5),
-                lambda: Method.make("window", rank_min=5, rank_max=2), lambda: Method.make("shift", shift=-1),
-                lambda: Method.make("abs", shift=3), lambda: Method.make("percpos", margin=math.nan)):
+    for bad in (lambda: Method.make("nope"), lambda: Method.make("percpos", relative_margin=1),
+                lambda: Method.make("naive", relative_margin=0.1), lambda: Method.make("percpos", max_score=0.5),
+                lambda: Method.make("window", range_min=5, range_max=2),
+                lambda: Method.make("window", range_min=5, range_max=5), lambda: Method.make("shift", shift=-1),
+                lambda: Method.make("abs", shift=3), lambda: Method.make("percpos", relative_margin=math.nan),
+                lambda: Method.make("percpos", margin=0), lambda: Method.make("window", range_min=-1)):
         with pytest.raises(CurateError):
             bad()
 
@@ -88,7 +90,7 @@ def test_short_reasons():
     fl = Method.make("percpos", min_score=0.35)
     assert fl.short_reason(np.array([0.4, 0.3, 0.2, 0.1, 0.0]), 0.5, 4, False) == \
         "not enough candidates above the floor"
-    assert Method.make("window", rank_min=3, rank_max=4).short_reason(
+    assert Method.make("window", range_min=2, range_max=4).short_reason(
         np.arange(10.0)[::-1], 0.5, 4, False) == "not enough candidates in the rank window"
 
 
@@ -155,15 +157,15 @@ def _reference(q, d, item, method: Method, k):
     out = []
     for r, j in enumerate(order, 1):
         x = float(s[j])
-        if method.name == "percpos" and x > low - (1 - method.margin) * abs(low):
+        if method.name == "percpos" and x > low - method.relative_margin * abs(low):
             continue
-        if method.name == "marginpos" and x > low - method.margin:
+        if method.name == "marginpos" and x > low - method.absolute_margin:
             continue
         if method.name == "abs" and x > method.max_score:
             continue
         if method.name == "shift" and r <= method.shift:
             continue
-        if method.name == "window" and not (method.rank_min <= r <= method.rank_max):
+        if method.name == "window" and not (method.range_min < r <= method.range_max):
             continue
         if method.min_score is not None and x < method.min_score:
             continue
@@ -172,9 +174,9 @@ def _reference(q, d, item, method: Method, k):
 
 
 @pytest.mark.parametrize("method", [
-    Method.make("naive"), Method.make("shift", shift=7), Method.make("window", rank_min=20, rank_max=60),
-    Method.make("abs", max_score=0.1), Method.make("marginpos", margin=0.05), Method.make("percpos"),
-    Method.make("percpos", margin=0.9, min_score=-0.2),
+    Method.make("naive"), Method.make("shift", shift=7), Method.make("window", range_min=19, range_max=60),
+    Method.make("abs", max_score=0.1), Method.make("marginpos", absolute_margin=0.05), Method.make("percpos"),
+    Method.make("percpos", relative_margin=0.1, min_score=-0.2),
 ])
 @pytest.mark.parametrize("kind", ["flat", "hnsw"])
 def test_mine_matches_brute_force_with_deepening(method, kind):
@@ -373,6 +375,39 @@ def test_run_mine_pairs_outputs_and_positives(tmp_path):
     assert (tmp_path / "o" / "mine_report.json").exists() and (tmp_path / "o" / "mine_scores.png").exists()
 
 
+@pytest.mark.parametrize("method, old, new, line", [
+    ("percpos", {"margin": 0.9}, {"relative_margin": 0.1}, "--margin is deprecated: use --relative-margin 0.1"),
+    ("marginpos", {"margin": 0.2}, {"absolute_margin": 0.2}, "--margin is deprecated: use --absolute-margin 0.2"),
+    ("window", {"rank_min": 4}, {"range_min": 3}, "--rank-min is deprecated: use --range-min 3"),
+    ("window", {"rank_max": 40}, {"range_max": 40}, "--rank-max is deprecated: use --range-max 40"),
+])
+def test_a_deprecated_knob_name_still_mines_the_same_records(tmp_path, capsys, method, old, new, line):
+    """margin, rank_min and rank_max, the names before sentence-transformers' were taken: the same
+    thresholds and the very same records, with one line on stderr saying what to write instead."""
+    assert Method.make(method, **old).thresholds == Method.make(method, **new).thresholds
+    capsys.readouterr()
+    pairs, corpus = _pairs_world(tmp_path)
+    base = dict(positive_top=0, pairs=str(pairs), corpus=str(corpus), method=method, k=3, plots=False)
+    reports = {}
+    for name, knobs in (("old", old), ("new", new)):
+        reports[name] = run_mine(MineOptions(out=str(tmp_path / name), **base, **knobs), teachers=[HashTeacher()])
+        err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+        assert len(err) == (name == "old") and all(ln.startswith(f"curate: {line} (") for ln in err), err
+    assert (tmp_path / "old" / "mined.jsonl").read_bytes() == (tmp_path / "new" / "mined.jsonl").read_bytes()
+    assert reports["old"]["method"] == reports["new"]["method"] == {"name": method, **Method.make(method, **new).params()}
+    assert reports["old"]["negatives"] > 0
+
+
+def test_the_old_defaults_are_the_new_ones():
+    """percpos's share 0.95 is relative_margin 0.05 and window's ranks 30..100 are range_min 29,
+    range_max 100: the same floats and ranks as before the rename."""
+    share = Method.make("percpos").thresholds
+    assert share.percent == 0.95 and round(1.0 - share.percent, 12) == 0.05
+    assert Method.make("window").thresholds.rank_min == 30 and Method.make("window").thresholds.rank_max == 100
+    for pos in np.linspace(-1, 1, 2001):
+        assert Method.make("percpos").ceiling(pos) == pos - round(1.0 - 0.95, 12) * abs(pos)
+
+
 def test_run_mine_records_keeps_generated_negatives(tmp_path):
     _, corpus = _pairs_world(tmp_path)
     recs = [Record(id="r1", task_type="short-long", task="Find it.", query="question 3",
@@ -493,6 +528,10 @@ def test_bad_corpus_records_and_options(tmp_path):
     for kw, msg in ((dict(), "exactly one of"), (dict(pairs="a", records="b"), "exactly one of"),
                     (dict(pairs=str(tmp_path / "p.jsonl"), k=0), "-k 0 must be at least 1"),
                     (dict(pairs=str(tmp_path / "p.jsonl"), method="naive", margin=0.9), "--margin applies"),
+                    (dict(pairs=str(tmp_path / "p.jsonl"), method="naive", relative_margin=0.1),
+                     "--relative-margin applies to percpos, not naive"),
+                    (dict(pairs=str(tmp_path / "p.jsonl"), margin=0.9, relative_margin=0.1),
+                     "--margin and --relative-margin are the same setting"),
                     (dict(pairs=str(tmp_path / "missing.jsonl")), "missing.jsonl: no such file"),
                     (dict(data=str(tmp_path)), "not a BEIR folder"),
                     (dict(pairs=str(tmp_path / "p.jsonl"), qrels="x"), "--qrels goes with --data")):

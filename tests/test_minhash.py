@@ -12,7 +12,7 @@ from datasketch import MinHash
 from curate import minhash as M
 from curate.core.errors import CurateError
 from curate.filter.base import FilterContext
-from curate.filter.minhash_step import minhash as minhash_step
+from curate.filter.steps.minhash import minhash as minhash_step
 from curate.core.records import Negative, Record, TeacherScores
 from tests.helpers import SHARED_DATA
 

@@ -17,22 +17,37 @@ RECORD = '{"id": "a", "task_type": "short-long", "task": "t", "query": "q", "pos
 
 def test_mine_option_ranges_are_declared_once_and_checked_by_the_cli(tmp_path):
     out = tmp_path / "m"
-    # percpos keeps candidates under margin x positive: 5 would turn the false-negative guard off
+    # percpos keeps candidates up to pos - |pos| x margin: 1 or more would leave no room under a positive
+    proc = run_curate("mine", "--out", str(out), "--relative-margin", "1")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "Invalid value for '--relative-margin'" in proc.stderr and "0.0<=x<1.0" in proc.stderr, proc.stderr
+    # the deprecated --margin, percpos's share: 5 would turn the false-negative guard off
     proc = run_curate("mine", "--out", str(out), "--margin", "5")
     assert proc.returncode == 2
     assert_one_line_error(proc, "--margin 5", "percpos", "share of the positive's score",
                           "must be above 0.0 and at most 1.0")
     assert not out.exists()
     # the same number is a fine gap for marginpos: the run gets past the knobs to its input
-    proc = run_curate("mine", "--out", str(out), "--method", "marginpos", "--margin", "1.5")
+    proc = run_curate("mine", "--out", str(out), "--method", "marginpos", "--absolute-margin", "1.5")
     assert_one_line_error(proc, "exactly one of")
+    # the old spelling too, with one line saying what to write instead
+    proc = run_curate("mine", "--out", str(out), "--method", "marginpos", "--margin", "1.5")
+    assert proc.returncode == 2
+    assert [ln for ln in proc.stderr.splitlines() if ln.strip()][0].startswith(
+        "curate: --margin is deprecated: use --absolute-margin 1.5"), proc.stderr
     # the CLI's types are the declared ranges
-    for option, value in (("--temperature", "0"), ("--margin", "-1"), ("--shift", "-1"), ("--pool", "0")):
+    for option, value in (("--temperature", "0"), ("--absolute-margin", "-1"), ("--margin", "-1"), ("--shift", "-1"),
+                          ("--range-min", "-1"), ("--range-max", "0"), ("--pool", "0")):
         proc = run_curate("mine", "--out", str(out), option, value)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
         assert f"Invalid value for '{option}'" in proc.stderr, proc.stderr
+    proc = run_curate("mine", "--out", str(out), "--method", "window", "--range-min", "50", "--range-max", "50")
+    assert_one_line_error(proc, "--range-min 50 / --range-max 50")
+    # with the old names, the one line says which new ones they stand for
     proc = run_curate("mine", "--out", str(out), "--method", "window", "--rank-min", "50", "--rank-max", "10")
-    assert_one_line_error(proc, "--rank-min 50 / --rank-max 10")
+    assert_one_line_error(proc, "--range-min 49 / --range-max 10", "--rank-min is deprecated: use --range-min 49")
+    proc = run_curate("mine", "--out", str(out), "--margin", "0.9", "--relative-margin", "0.1")
+    assert_one_line_error(proc, "--margin and --relative-margin are the same setting")
     from curate.core.params import field_range, range_problem  # the one declaration both use
     from curate.negatives.knobs import Ceiling
 
@@ -148,6 +163,8 @@ def test_blank_task_in_tasks_file_names_file_and_line(tmp_path, line):
     ({"positive_top": -1}, "--positive-top -1 must be at least 0"),
     ({"temperature": 0.0}, "--temperature 0.0 must be above 0.0"),
     ({"margin": 5.0}, "percpos takes a share of the positive's score"),
+    ({"relative_margin": 1.5}, "--relative-margin 1.5 must be at least 0.0 and below 1.0"),
+    ({"method": "window", "range_min": 100}, "--range-min 100 / --range-max 100"),
 ])
 def test_mine_from_python_checks_the_same_declared_ranges(options, needle):
     from curate.mine.main import _config

@@ -22,8 +22,7 @@ from tests.helpers import REPO, SHARED_DATA, assert_one_line_error, read_jsonl, 
 
 N = 20
 STAGES = ("generate", "filter", "mine", "export")
-REPORTS = {"generate": "summary.json", "filter": "filter_report.json", "mine": "mine_report.json",
-           "relabel": "filter_report.json", "export": "export_report.json"}
+REPORTS = {s: "report.json" for s in ("generate", "filter", "mine", "relabel", "export")}  # one name for every stage
 OFFLINE = "http://127.0.0.1:9/v1"  # nothing listens: a request would fail the run
 
 
@@ -180,7 +179,8 @@ def test_a_run_killed_while_generating_resumes_without_asking_again(first):
     shutil.copytree(first["run"], run)
     for stage in ("filter", "mine", "export"):
         shutil.rmtree(run / stage)
-    (run / "generate" / "summary.json").unlink()  # a killed generate writes no summary
+    for name in ("report.json", "summary.json", ".curate-done.json"):  # a killed generate writes no report
+        (run / "generate" / name).unlink()
     lines = (run / "generate" / "generated.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
     (run / "generate" / "generated.jsonl").write_text("".join(lines[:N // 2]) + lines[N // 2][:40], encoding="utf-8")
     sent = len(first["srv"].chat_requests)
@@ -207,6 +207,23 @@ def test_a_changed_option_reruns_only_the_stages_it_reaches(first):
     train = _report(run, "export")["counts"]["train"]
     assert f"hf: {train} train rows" in out and f"sentence-transformers: {train} train rows" in out
     assert _report(run, "export")["hub"]["license"] == "cc-by-4.0"  # the documents' licence, on the card
+
+
+def test_another_seed_starts_generate_afresh_and_never_mixes_two_runs_records(first):
+    """The fingerprint covers every option that changes the data: another --seed samples other
+    passages, and its records replace the last run's instead of joining them."""
+    run = first["tmp"] / "reseeded"
+    shutil.copytree(first["run"], run)
+    before = {r["id"] for r in read_jsonl(first["run"] / "generate" / "generated.jsonl")}
+    proc = _pipeline(first["srv"], first["docs"], run, "--seed", "1")
+    out = proc.stderr + proc.stdout
+    assert not any(f"{s}: done earlier" in out for s in STAGES), "every stage runs again"
+    ids = [r["id"] for r in read_jsonl(run / "generate" / "generated.jsonl")]
+    assert len(ids) == len(set(ids)) == N, "one run's records, not two"
+    assert set(ids) != before
+    assert _report(run, "filter")["records_in"] == N
+    again = _pipeline(first["srv"], first["docs"], run, "--seed", "1")
+    assert all(f"{s}: done earlier" in again.stderr + again.stdout for s in STAGES)
 
 
 def test_relabel_adds_its_stage_and_its_verdicts(first):
@@ -294,7 +311,7 @@ def test_a_filter_that_keeps_nothing_still_shows_the_funnel(tmp_path):
                           "--model", "fake", env=_env(tmp_path), timeout=900)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
-    assert lines[-1].startswith("curate: error: the filter kept no query") and "rejected.jsonl" in lines[-1]
+    assert lines[-1].startswith("curate: error: filter left no record for mine") and "rejected.jsonl" in lines[-1]
     assert "3 passages sampled, 3 queries written, 0 failed" in proc.stderr
     assert re.search(r"heuristics: 0 of 3 kept, 3 dropped, e\.g\. query-copied: ", proc.stderr)
     funnel = json.loads((tmp_path / "run" / "pipeline.json").read_text())

@@ -22,7 +22,7 @@ from curate.core.errors import CurateError
 from curate.core.records import Negative, Positive, Record, TeacherScores
 from curate.filter.base import FilterContext
 from curate.filter.recipe import load_recipe
-from curate.filter.relabel import Decision, candidates, relabel, relabel_record
+from curate.filter.steps.relabel import Decision, candidates, relabel, relabel_record
 from curate.llm.cache import RequestCache
 from curate.llm.client import ClientConfig, LLMClient
 from curate.templates import load_template, render

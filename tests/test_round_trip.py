@@ -30,7 +30,7 @@ from curate.embed.cache import EmbeddingCache
 from curate.embed.teacher import Teacher
 from curate.filter.base import STEPS, FilterContext
 from curate.filter.recipe import load_recipe
-from curate.filter.round_trip import NO_CORPUS, RoundTripParams
+from curate.filter.steps.round_trip import NO_CORPUS, RoundTripParams
 from curate.filter.teacher_scores import ensure_teacher_scores
 from tests.helpers import SHARED_DATA, assert_one_line_error, read_jsonl, run_curate
 
@@ -105,7 +105,7 @@ def run_step(w, params=None, records=None, corpus=None):
                         corpus=w.corpus if corpus is None else corpus)
     ctx.step_name = "round_trip"
     recs = copy.deepcopy(w.records if records is None else records)
-    kept = STEPS["round_trip"](recs, params or {}, ctx)
+    kept = STEPS.get("round_trip").fn(recs, params or {}, ctx)
     return kept, ctx
 
 
@@ -190,7 +190,7 @@ def test_no_corpus_is_one_line_before_any_model_loads(world):
 
     ctx = FilterContext(out_dir=world.tmp, teacher_factory=no_model)
     with pytest.raises(CurateError) as err:
-        STEPS["round_trip"](copy.deepcopy(world.records), {}, ctx)
+        STEPS.get("round_trip").fn(copy.deepcopy(world.records), {}, ctx)
     assert str(err.value) == NO_CORPUS == (
         "round_trip searches the documents the queries were written from: give them with --corpus")
 

@@ -87,11 +87,11 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
     """Every file under ``folder`` (hidden ones too), without the run's timings."""
     out = {}
     for p in sorted(folder.rglob("*")):
-        if not p.is_file() or p.name == ".curate.lock":
+        if not p.is_file() or p.name in (".curate.lock", ".curate-done.json"):  # the marker names the report's bytes
             continue
         rel = str(p.relative_to(folder))
         data = p.read_bytes()
-        if p.name in ("run.json", "export_report.json"):
+        if p.name in ("run.json", "report.json", "export_report.json"):
             obj = json.loads(data)
             for key in ("seconds", "started", "wall_seconds", "timings"):
                 obj.pop(key, None)

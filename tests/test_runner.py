@@ -83,7 +83,7 @@ def test_run_writes_run_json_with_inputs_counts_and_versions(tmp_path):
     assert run["inputs"] == [{"path": str(inp), "bytes": inp.stat().st_size,
                               "sha256": hashlib.sha256(inp.read_bytes()).hexdigest()}]
     assert run["counts"]["records_out"] == 4
-    assert run["outputs"] == ["convert_summary.json", "converted.jsonl"]
+    assert run["outputs"] == ["convert_summary.json", "converted.jsonl", "report.json"]
     assert run["versions"]["curate"] and run["versions"]["python"]
     assert not _staging_left(tmp_path / "out")
 

@@ -180,7 +180,7 @@ def test_cache_makes_the_second_encode_free(teacher, teacher_cache):
 
     fresh = Teacher(cache=teacher_cache)  # a new run: nothing loaded, everything cached
     again = fresh.encode_docs(texts)
-    assert fresh.encoded == 0 and fresh.cache_hits == 3 and fresh._model is None
+    assert fresh.encoded == 0 and fresh.cache_hits == 3 and fresh.source._model is None
     np.testing.assert_array_equal(again, first)
 
     # a different prompt is a different vector, encoded anew
@@ -192,7 +192,7 @@ def test_cache_makes_the_second_encode_free(teacher, teacher_cache):
 def test_batches_sorted_by_length_match_plain_encoding(teacher):
     texts = ["short", "a much longer sentence about protein folding in yeast cells " * 3, "mid length text"]
     plain = Teacher(cache=False)
-    plain._model = teacher.model  # same weights, no cache: every text goes through the model
+    plain.source._model = teacher.model  # same weights, no cache: every text goes through the model
     ours = plain.encode(texts)
     assert plain.encoded == 3
     ref = teacher.model.encode(texts, normalize_embeddings=True, convert_to_numpy=True)

@@ -83,7 +83,8 @@ def test_transport_and_reply_faults_are_retried(tmp_path, faults):
 def test_a_fault_that_stays_is_one_line_and_nothing_is_cached(tmp_path, fault, says):
     with FakeLLMServer(timeout_sleep=3) as srv:
         t = _teacher([srv.base_url], tmp_path)
-        t.api.cfg.timeout, t.api.cfg.max_retries, t.api.cfg.backoff_base = 1.0, 1, 0.01
+        cfg = t.source.embedder.cfg
+        cfg.timeout, cfg.max_retries, cfg.backoff_base = 1.0, 1, 0.01
         good = t.encode_docs(["fine one", "fine two"])
         with pytest.raises(CurateError) as e:
             t.encode_docs([f"FAULTS[{fault}] bad", "another"])

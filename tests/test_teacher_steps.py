@@ -30,14 +30,10 @@ import pytest
 from curate.embed.cache import EmbeddingCache
 from curate.embed.teacher import Teacher
 from curate.filter.base import STEPS, FilterContext
-from curate.filter.false_negatives import threshold
+from curate.filter.steps.false_negatives import threshold
 from curate.filter.plots import write_plots
 from curate.filter.teacher_scores import ensure_teacher_scores
 from curate.core.records import Negative, Record, TeacherScores
-
-import curate.filter.false_negatives  # noqa: F401  (registers the steps)
-import curate.filter.granularity  # noqa: F401
-import curate.filter.teacher_rank  # noqa: F401
 
 SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact"
 DOC_CHARS = 200  # abstracts cut short: the test is about the steps, and CPU time is scarce
@@ -164,7 +160,7 @@ def _run(w, step, params, tmp_path, records=None):
     recs = copy.deepcopy(records if records is not None else w.records)
     ctx = FilterContext(out_dir=tmp_path, teacher_factory=lambda: w.teacher, corpus=list(w.pool))
     ctx.step_name = step
-    kept = STEPS[step](recs, params, ctx)
+    kept = STEPS.get(step).fn(recs, params, ctx)
     return kept, ctx
 
 
@@ -316,7 +312,7 @@ def test_steps_chain_and_plots(world, tmp_path):
     for name, params in (("teacher_rank", {}), ("false_negatives", {}),
                          ("granularity", {"policy": "drop-inverted"})):
         ctx.step_name = name
-        recs = STEPS[name](recs, params, ctx)
+        recs = STEPS.get(name).fn(recs, params, ctx)
     assert {r.id for r in recs} == {r.id for r in w.clean}
     assert ctx.reasons("teacher_rank")["positive-rank"] == 1
     assert ctx.reasons("teacher_rank")["negative-outranks-positive"] == 1
@@ -353,7 +349,7 @@ def test_false_negative_threshold_with_a_negative_positive_score(tmp_path):
     rec = _annotated(-0.2, [-0.205, -0.25])
     ctx = FilterContext(out_dir=tmp_path, teacher_factory=_FakeTeacher)
     ctx.step_name = "false_negatives"
-    kept = STEPS["false_negatives"]([rec], {}, ctx)
+    kept = STEPS.get("false_negatives").fn([rec], {}, ctx)
     [rej] = ctx.rejections
     assert rej.reason == "false-negative" and rej.text == "n0"
     assert rej.detail["threshold"] == pytest.approx(-0.21)
@@ -364,5 +360,5 @@ def test_false_negative_threshold_with_a_negative_positive_score(tmp_path):
     rec = _annotated(0.5, [0.49, 0.48])
     ctx = FilterContext(out_dir=tmp_path, teacher_factory=_FakeTeacher)
     ctx.step_name = "false_negatives"
-    assert STEPS["false_negatives"]([rec], {}, ctx) == []
+    assert STEPS.get("false_negatives").fn([rec], {}, ctx) == []
     assert [r.reason for r in ctx.rejections] == ["false-negative", "false-negative", "no-negatives-left"]

@@ -1,33 +1,39 @@
 """Each arm's training data, made by the real stages and kept for every seed and later run.
 
 * the training queries: the split's qrels, or a seeded subset of its query ids (``queries``),
-  written as a qrels file so that ``curate mine --qrels`` and the baseline read the same ones;
-* curate arms: ``curate mine`` (one mined set per distinct set of mine options, shared by
-  the arms that only differ after it), an optional ``curate filter`` recipe, then one
-  ``curate export`` per seed (the seed shuffles records and batches, as a user's would);
+  written as a qrels file so that mining and the baseline read the same ones;
+* curate arms: a list of stages (``arm_stages``), each with its options, run one after the
+  other through the one stage runner (``curate.core.stage.run_stage``): ``mine`` on the
+  split's queries, then the arm's ``filter`` recipe if it has one; or, for an arm that starts
+  from the corpus, ``generate`` (or ``extract``, the queries taken from the passages
+  themselves, no LLM), the optional ``filter``, then ``mine`` against the same passages. Then
+  one ``export`` per seed (the seed shuffles records and batches, as a user's would). Each
+  stage reads the one before it through the contract (``Stage.path``), never by file name;
 * ``st`` arms: sentence-transformers' ``mine_hard_negatives`` on (query, positive) pairs.
   ``positives: all`` (default) gives it every labelled positive of a query, so it knows them
   all as curate does; ``rows: one`` (default) keeps the row of each query's own positive
   (the most relevant one, as ``curate mine`` picks), so every arm trains on the same pairs.
 
-Every product sits in a folder named by a hash of what made it, written atomically by its
-stage, so a killed grid reuses what was finished and redoes only what was not.
+Every stage runs in a folder named by a hash of the options that made it (shared by the arms
+that only differ after it), and the runner skips a folder whose finished run has the same
+fingerprint (options and input bytes), so a killed grid reuses what was finished and redoes
+only what was not.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
+import functools
 import random
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from curate.ablate.grid import Arm, Grid
 from curate.core.errors import CurateError
+from curate.core.hashing import file_digest, value_digest
+from curate.core.stage import Stage, report_of, run_stage
 
-
-def digest(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:12]
+KEY = 12  # characters of a key (``value_digest``): a stage's folder, a run's result, a grid
 
 
 def training_qrels(grid: Grid, work: Path) -> Path:
@@ -43,7 +49,7 @@ def training_qrels(grid: Grid, work: Path) -> Path:
         qids = sorted(random.Random(f"ablate:{grid.queries}").sample(qids, grid.queries))
     shown = {q: _shown(qrels[q], grid.shown_positives) for q in qids}
     key = [str(src), qids] + ([grid.shown_positives] if grid.shown_positives else [])
-    path = work / "queries" / f"{grid.split}-{digest(key)}.tsv"
+    path = work / "queries" / f"{grid.split}-{value_digest(key, length=KEY)}.tsv"
     if not path.is_file():
         from curate.core.jsonl import atomic_write_text
 
@@ -93,16 +99,14 @@ def _shown(labels: dict[str, int], n: int | None) -> dict[str, int]:
 
 
 def _mine_key(arm: Arm) -> dict[str, Any]:
-    """The arm's mine options with defaults filled in: a change of curate's defaults makes a new set."""
-    from dataclasses import asdict
-
+    """The arm's mine options with defaults filled in: a change of curate's defaults makes a new set.
+    The knobs named after sentence-transformers' (relative_margin, ...) are left out while unset,
+    so the sets mined before they were added keep their folders."""
     from curate.mine.main import MineOptions
 
-    return {k: v for k, v in asdict(MineOptions(out="", **arm.mine)).items() if k != "out"}
-
-
-def _mined_folder(grid: Grid, arm: Arm, qrels: Path | None, work: Path) -> Path:
-    return work / "mined" / digest({"data": grid.data, "qrels": qrels.name, "mine": _mine_key(arm)})
+    added = ("relative_margin", "absolute_margin", "range_min", "range_max")
+    return {k: v for k, v in asdict(MineOptions(out="", **arm.mine)).items()
+            if k != "out" and not (k in added and v is None)}
 
 
 def recipe_key(name: str) -> dict[str, Any]:
@@ -114,131 +118,179 @@ def recipe_key(name: str) -> dict[str, Any]:
     return {"steps": [[s.name, s.params] for s in recipe.steps], "teacher": recipe.teacher}
 
 
-def _records(grid: Grid, arm: Arm, qrels: Path | None, work: Path) -> tuple[Path, Path | None]:
-    """Where the arm's mined records are, and its filtered ones (when it has a recipe)."""
-    if arm.generate is not None:
-        return _corpus_folders(grid, arm, work)[2], None
-    mined = _mined_folder(grid, arm, qrels, work)
-    if arm.filter is None:
-        return mined, None
-    return mined, work / "filtered" / digest({"mined": mined.name, **recipe_key(arm.filter)})
+# ----------------------------------------------------------------------------- extracted queries
 
 
-def mined_set(grid: Grid, arm: Arm, qrels: Path | None, work: Path) -> Path:
-    """``curate mine`` with the arm's options; one folder per distinct input and options."""
-    from curate.mine.main import MineOptions, run_mine
+@dataclass(kw_only=True)
+class ExtractOptions:
+    """A corpus arm with no LLM: each sampled passage's own title or first sentence as its query."""
 
-    if arm.generate is not None:
-        return corpus_set(grid, arm, work)
-    folder, ffolder = _records(grid, arm, qrels, work)
-    out = folder / "mined.jsonl"
-    if not (folder / "mine_report.json").is_file():
-        run_mine(MineOptions(out=str(folder), data=grid.data, split=grid.split, qrels=str(qrels), plots=False,
-                             **arm.mine))
-    if ffolder is None:
-        return out
-    from curate.filter.main import FilterOptions, filter_main
+    out: str
+    corpus: str  # the documents (the grid's BEIR folder)
+    n: int  # passages sampled
+    seed: int = 0
+    queries: str = "title"  # or "first-sentence"
+
+
+def run_extract(opts: ExtractOptions) -> dict[str, Any]:
+    """Sample the passages, write them as the corpus and a record per passage whose query is
+    taken from it, shaped as ``generate --from-corpus`` writes them, so the same stages read them."""
+    from curate.core.jsonl import atomic_write_jsonl
+    from curate.core.runner import open_run
+    from curate.datasets.documents import read_documents
+    from curate.generate.from_corpus import extracted_records, sample_passages
+    from curate.taskspec import load_spec
+
+    stage = extract_stage()
+    params = {k: v for k, v in asdict(opts).items() if k != "out"}
+    with open_run(stage.name, opts.out, params, [opts.corpus], writes=list(stage.writes.values())) as run:
+        docs = read_documents(opts.corpus)
+        docs.write_corpus(stage.path(run.dir, "corpus"))
+        task = load_spec("from-corpus").fixed_tasks[0]
+        passages = sample_passages(docs, opts.n, opts.seed)
+        records = extracted_records(passages, opts.queries, task)
+        atomic_write_jsonl(stage.path(run.dir), [r.to_dict() for r in records])
+        report = {"queries_from": opts.queries, "passages": len(passages), "records": len(records)}
+        run.counts.update(report)
+        run.write_report(report)
+    return report
+
+
+@functools.cache
+def extract_stage() -> Stage:
+    """The extracted-queries stage: its folder holds what a generate run's does (records and
+    corpus, under the same names), but its marker names this stage, so it is never taken for a
+    finished generate run (nor one for it)."""
+    from curate.generate.stage import STAGE as GENERATE
+
+    return Stage("extract", ExtractOptions, run_extract, reads=("corpus",),
+                 writes={role: GENERATE.writes[role] for role in ("records", "corpus")})
+
+
+# ----------------------------------------------------------------------------- an arm's stages
+
+
+def arm_stages(grid: Grid, arm: Arm, qrels: Path | None, work: Path) -> list[tuple[Stage, Any]]:
+    """The stages that make a curate arm's records, in order, each with its options (its folder is
+    ``opts.out``, named by what made it); the last one's product is what the arm exports.
+
+    From the split's queries: ``mine`` (one set per distinct input and options), then the arm's
+    ``filter`` recipe. From the corpus: ``generate`` (``extract`` without an LLM), the recipe
+    with the passages as its corpus, then ``mine`` against the same passages; no query of the
+    split is read. The LLM's answers are cached beside the grids (``OUT/llm.sqlite``), so a new
+    budget or grid reuses them."""
+    from curate.filter.main import STAGE as FILTER, FilterOptions
+    from curate.llm.backend import LLMOptions
+    from curate.mine.main import STAGE as MINE, MineOptions
+
+    if arm.generate is None:
+        mined = work / "mined" / value_digest({"data": grid.data, "qrels": qrels.name, "mine": _mine_key(arm)},
+                                              length=KEY)
+        steps: list[tuple[Stage, Any]] = [(MINE, _options(MineOptions, arm.mine, out=str(mined), data=grid.data,
+                                                          split=grid.split, qrels=str(qrels), plots=False))]
+        if arm.filter is not None:
+            filtered = work / "filtered" / value_digest({"mined": mined.name, **recipe_key(arm.filter)}, length=KEY)
+            steps.append((FILTER, FilterOptions(inp=str(MINE.path(mined)), out=str(filtered), recipe=arm.filter,
+                                                corpus=str(Path(grid.data) / "corpus.jsonl"), llm=LLMOptions())))
+        return steps
+    source, source_opts = _source(grid, arm, work)
+    generated = Path(source_opts.out)
+    corpus = str(source.path(generated, "corpus"))
+    steps = [(source, source_opts)]
+    if arm.filter is not None:
+        filtered = work / "filtered" / value_digest({"generated": generated.name, **recipe_key(arm.filter)},
+                                                    length=KEY)
+        steps.append((FILTER, FilterOptions(inp=str(source.path(generated)), out=str(filtered), recipe=arm.filter,
+                                            corpus=corpus, llm=LLMOptions())))
+    last, last_opts = steps[-1]
+    mined = work / "mined" / value_digest({"records": Path(last_opts.out).name, "mine": _mine_key(arm)}, length=KEY)
+    steps.append((MINE, _options(MineOptions, arm.mine, out=str(mined), records=str(last.path(last_opts.out)),
+                                 corpus=corpus, plots=False)))
+    return steps
+
+
+def _options(options: type, given: dict[str, Any], **fixed: Any) -> Any:
+    """A stage's options: the arm's, with what the grid sets itself on top (an arm never sets those,
+    but one read back from a finished run's options names every field)."""
+    return options(**{**given, **fixed})
+
+
+def _source(grid: Grid, arm: Arm, work: Path) -> tuple[Stage, Any]:
+    """A corpus arm's first stage: ``generate --from-corpus`` on ``data``'s documents, or, with
+    ``queries: title`` / ``first-sentence``, the passages' own titles or first sentences."""
+    g = arm.generate
+    folder = str(work / "generated" / value_digest({"data": grid.data, "generate": g}, length=KEY))
+    if g["queries"] != "llm":
+        return extract_stage(), ExtractOptions(out=folder, corpus=grid.data, n=g["passages"], seed=g["seed"],
+                                               queries=g["queries"])
+    from curate.generate.stage import STAGE as GENERATE, GenerateOptions
     from curate.llm.backend import LLMOptions
 
-    if not (ffolder / "filter_report.json").is_file():
-        filter_main(FilterOptions(inp=str(out), out=str(ffolder), recipe=arm.filter,
-                                  corpus=str(Path(grid.data) / "corpus.jsonl"), llm=LLMOptions()))
-    return ffolder / "filtered.jsonl"
+    llm = LLMOptions(base_urls=(g["base_url"],) if g["base_url"] else (), model=g["model"],
+                     model_path=g["model_path"], cache=str(work.parent / "llm.sqlite"))
+    return GENERATE, GenerateOptions(out=folder, corpus=grid.data, n=g["passages"], seed=g["seed"],
+                                     max_chars=g["max_chars"], llm=llm)
 
 
-def _corpus_folders(grid: Grid, arm: Arm, work: Path) -> tuple[Path, Path | None, Path]:
-    """Where a corpus arm's generated, filtered and mined records go, each named by what made it."""
-    generated = work / "generated" / digest({"data": grid.data, "generate": arm.generate})
-    filtered = None if arm.filter is None else work / "filtered" / digest({"generated": generated.name,
-                                                                           **recipe_key(arm.filter)})
-    mined = work / "mined" / digest({"records": (filtered or generated).name, "mine": _mine_key(arm)})
-    return generated, filtered, mined
+def arm_records(grid: Grid, arm: Arm, qrels: Path | None, work: Path) -> Path:
+    """Run (or find done) the arm's stages; the records it exports."""
+    steps = arm_stages(grid, arm, qrels, work)
+    for stage, opts in steps:
+        run_stage(stage, opts, resume=True, quiet=True)
+    return records_path(grid, arm, qrels, work, steps)
 
 
-def corpus_set(grid: Grid, arm: Arm, work: Path) -> Path:
-    """A corpus arm's records, by the stages a user runs: ``generate --from-corpus`` on ``data``'s
-    documents (or the passages' own titles or first sentences), the arm's filter recipe with the
-    passages as ``--corpus``, then ``mine --in`` against them. No query of the split is read.
-    The LLM's answers are cached beside the grids (``OUT/llm.sqlite``), so a new budget or
-    grid reuses them."""
-    from curate.core.jsonl import atomic_write_jsonl
-    from curate.generate.from_corpus import CORPUS, extracted_records, sample_passages
-    from curate.mine.main import MineOptions, run_mine
+def records_path(grid: Grid, arm: Arm, qrels: Path | None, work: Path,
+                 steps: list[tuple[Stage, Any]] | None = None) -> Path:
+    """The records ``arm_records`` makes for the arm: the last stage's product (nothing is made here)."""
+    stage, opts = (steps or arm_stages(grid, arm, qrels, work))[-1]
+    return stage.path(opts.out)
 
-    gen, filtered, mined = _corpus_folders(grid, arm, work)
-    g = arm.generate
-    if not (gen / "generated.jsonl").is_file() or not (gen / "done").is_file():
-        if g["queries"] == "llm":
-            from curate.generate.stage import GenerateOptions, generate_stage
-            from curate.llm.backend import LLMOptions
 
-            llm = LLMOptions(base_urls=(g["base_url"],) if g["base_url"] else (), model=g["model"],
-                             model_path=g["model_path"], cache=str(work.parent / "llm.sqlite"))
-            generate_stage(GenerateOptions(out=str(gen), corpus=grid.data, n=g["passages"], seed=g["seed"],
-                                           max_chars=g["max_chars"], llm=llm))
-        else:
-            from curate.datasets.documents import read_documents
-            from curate.taskspec import load_spec
+# ----------------------------------------------------------------------------- the export, per seed
 
-            docs = read_documents(grid.data)
-            docs.write_corpus(gen / CORPUS)
-            task = load_spec("from-corpus").fixed_tasks[0]
-            records = extracted_records(sample_passages(docs, g["passages"], g["seed"]), g["queries"], task)
-            atomic_write_jsonl(gen / "generated.jsonl", [r.to_dict() for r in records])
-        (gen / "done").touch()
-    records, corpus = gen / "generated.jsonl", gen / CORPUS
-    if filtered is not None:
-        if not (filtered / "filter_report.json").is_file():
-            from curate.filter.main import FilterOptions, filter_main
-            from curate.llm.backend import LLMOptions
+FORMAT = "sentence-transformers"  # what the runs train on
 
-            filter_main(FilterOptions(inp=str(records), out=str(filtered), recipe=arm.filter, corpus=str(corpus),
-                                      llm=LLMOptions()))
-        records = filtered / "filtered.jsonl"
-    if not (mined / "mine_report.json").is_file():
-        run_mine(MineOptions(out=str(mined), records=str(records), corpus=str(corpus), plots=False, **arm.mine))
-    return mined / "mined.jsonl"
+
+def export_step(grid: Grid, arm: Arm, records: Path, seed: int, work: Path) -> tuple[Stage, Any]:
+    """``export`` of the arm's records for one seed (no dev split), in a folder named by the
+    export options with every default filled in."""
+    from curate.export.main import STAGE as EXPORT, ExportOptions
+
+    resolved = {k: v for k, v in asdict(ExportOptions(inputs=(), out="", **arm.export)).items()
+                if k not in ("inputs", "out")}
+    folder = work / "exports" / value_digest({"records": str(records), "export": resolved, "seed": seed,
+                                              "batch": grid.budget.batch_size}, length=KEY)
+    return EXPORT, _options(ExportOptions, arm.export, inputs=(str(records),), out=str(folder), formats=(FORMAT,),
+                            batch_size=grid.budget.batch_size, dev_fraction=0.0, seed=seed)
 
 
 def export_folder(grid: Grid, arm: Arm, records: Path, seed: int, work: Path) -> Path:
     """Where ``curate_export`` keeps the arm's export for one seed (nothing is made here)."""
-    from dataclasses import asdict
-
-    from curate.export.main import ExportOptions
-
-    resolved = {k: v for k, v in asdict(ExportOptions(inputs=(), out="", **arm.export)).items()
-                if k not in ("inputs", "out")}
-    return work / "exports" / digest({"records": str(records), "export": resolved, "seed": seed,
-                                      "batch": grid.budget.batch_size})
-
-
-def records_path(grid: Grid, arm: Arm, qrels: Path | None, work: Path) -> Path:
-    """The records file ``mined_set`` makes for the arm (nothing is made here)."""
-    mined, filtered = _records(grid, arm, qrels, work)
-    return filtered / "filtered.jsonl" if filtered is not None else mined / "mined.jsonl"
-
-
-def train_files(folder: Path) -> list[str]:
-    return sorted(str(p) for p in (folder / "data").glob("train-*.parquet"))
-
-
-def data_digest(files: list[str]) -> str:
-    """What a run trains on, as bytes: two arms whose exports are the same file train the same model."""
-    h = hashlib.sha256()
-    for f in files:
-        h.update(Path(f).read_bytes())
-    return h.hexdigest()[:16]
+    return Path(export_step(grid, arm, records, seed, work)[1].out)
 
 
 def curate_export(grid: Grid, arm: Arm, records: Path, seed: int, work: Path) -> Path:
-    """``curate export`` (sentence-transformers format, no dev split) of one arm for one seed."""
-    from curate.export.main import ExportOptions, run_export
+    """Run (or find done) the arm's export for one seed; its folder."""
+    stage, opts = export_step(grid, arm, records, seed, work)
+    run_stage(stage, opts, resume=True, quiet=True)
+    return Path(opts.out)
 
-    folder = export_folder(grid, arm, records, seed, work)
-    if not (folder / "export_report.json").is_file():
-        run_export(ExportOptions(inputs=(str(records),), out=str(folder), formats=("sentence-transformers",),
-                                 batch_size=grid.budget.batch_size, dev_fraction=0.0, seed=seed, **arm.export))
-    return folder
+
+def train_files(folder: Path) -> list[str]:
+    """The training split's Parquet files of an export, as its report lists them (none: no
+    finished export there)."""
+    written = ((report_of(folder) or {}).get("outputs") or {}).get(FORMAT) or []
+    return sorted(str(Path(folder) / f) for f in written if Path(f).name.startswith("train-")
+                  and Path(f).suffix == ".parquet")
+
+
+def data_digest(files: list[str]) -> str:
+    """What a run trains on, as bytes: two arms whose exports are the same file train the same
+    model. One file (the usual export) is keyed by its SHA-256, as results have recorded it."""
+    if len(files) == 1:
+        return file_digest(files[0])[:16]
+    return value_digest([file_digest(f) for f in files], length=16)
 
 
 def st_pairs(grid: Grid, qrels: Path | None, positives: str) -> tuple[list[str], list[str], dict[str, str], list[str]]:
@@ -269,7 +321,7 @@ def st_dataset(grid: Grid, arm: Arm, qrels: Path | None, work: Path):
 
     opts = {k: v for k, v in arm.st.items() if k not in ("positives", "rows")}
     positives, rows = arm.st.get("positives", "all"), arm.st.get("rows", "one")
-    folder = work / "st" / digest({"data": grid.data, "qrels": qrels.name, "st": arm.st})
+    folder = work / "st" / value_digest({"data": grid.data, "qrels": qrels.name, "st": arm.st}, length=KEY)
     if (folder / "dataset_info.json").is_file():
         return datasets.load_from_disk(str(folder))
     from curate.ablate.train import load_student

@@ -139,6 +139,11 @@ def _arm(path: Path, name: str, spec: Any) -> Arm:
         given = getattr(arm, part)
         _check_keys(f"{where} {part}", given, {f.name for f in fields(options)}, fixed)
         check_params(f"{where} {part}", options, given, partial=True)  # types and ranges too
+    from curate.negatives.knobs import deprecated_clash
+
+    clash = deprecated_clash(arm.mine)  # margin with relative_margin, ...: one name, before anything runs
+    if clash:
+        raise CurateError(f"{where} mine: {clash}")
     if arm.st:
         _check_keys(f"{where} st", arm.st, _st_parameters() | ST_OWN, ST_FIXED)
     if arm.st.get("positives", "all") not in ("all", "one"):

@@ -2,7 +2,9 @@
 
 Layout of ``--out``:
 
-    queries/    the training queries (qrels file)        mined/ filtered/ exports/ st/   arm data
+    queries/    the training queries (qrels file)
+    generated/ mined/ filtered/ exports/   each stage's run, in a folder named by what made it
+    st/         sentence-transformers' mined sets
     runs/KEY/seed-S.json   one finished run (metrics, training numbers, the options it ran with),
                            KEY a hash of the arm's options with every default filled in  <- resume reads these
                            (a run whose export is byte for byte one a finished run of its seed
@@ -30,6 +32,7 @@ from curate.ablate.grid import Arm, Grid, load_grid
 from curate.ablate.train import fine_tune
 from curate.core.errors import CurateError
 from curate.core.executor import Executor, map_unordered
+from curate.core.hashing import value_digest
 from curate.core.jsonl import atomic_write_json
 
 REPORT = "ablate_report.json"
@@ -38,18 +41,32 @@ CHART = "ablate.png"
 
 @dataclass
 class AblateOptions:
-    grid: str
-    out: str
-    seeds: tuple[int, ...] = ()  # override the grid's seeds
-    steps: int | None = None  # override the grid's budget
-    queries: int | None = None  # override the grid's number of training queries (0: all)
-    max_seq_length: int | None = None  # override the grid's training length
-    arms: tuple[str, ...] = ()  # run only these arms (the report still shows every finished one)
-    light: bool | None = None  # override the grid's evaluation mode
-    keep_models: bool = False
-    report_only: bool = False  # gather the finished runs; train nothing
-    executor: Executor | None = None  # where the runs train (Ray: several at once, one GPU each)
-    say: Any = field(default=None, repr=False)
+    grid: str = field(metadata={"argument": True, "path": "file"})
+    out: str = field(metadata={
+        "path": "dir", "help": "Folder for the runs, ablate_report.json and ablate.png (re-run to resume)."})
+    seeds: tuple[int, ...] = field(default=(), metadata={  # override the grid's seeds
+        "flag": "--seed", "help": "Seeds to run instead of the grid's (repeatable)."})
+    steps: int | None = field(default=None, metadata={  # override the grid's budget
+        "min": 1, "help": "Training steps instead of the grid's budget."})
+    # override the grid's number of training queries (0: all)
+    queries: int | None = field(default=None, metadata={
+        "min": 0,
+        "help": "Train on this many of the split's queries (a seeded subset, the same for every arm; 0: all)."})
+    max_seq_length: int | None = field(default=None, metadata={  # override the grid's training length
+        "min": 8, "help": "Tokens per text while training, instead of the grid's budget."})
+    # run only these arms (the report still shows every finished one)
+    arms: tuple[str, ...] = field(default=(), metadata={
+        "flag": "--arm", "help": "Run only this arm (repeatable); the report shows all finished."})
+    light: bool | None = field(default=None, metadata={  # override the grid's evaluation mode
+        "flag": "--light/--full",
+        "help": "Evaluate on Linq's light set or the full split (default: as the grid says)."})
+    keep_models: bool = field(default=False, metadata={"help": "Keep every fine-tuned model under OUT/.../models."})
+    report_only: bool = field(default=False, metadata={  # gather the finished runs; train nothing
+        "flag": "--report", "help": "Only gather the runs finished so far; train nothing."})
+    # where the runs train (Ray: several at once, one GPU each)
+    executor: Executor | None = field(default=None, metadata={
+        "help_vars": {"what": "each arm's training", "unit": "runs"}})
+    say: Any = field(default=None, repr=False, metadata={"cli": False})
 
 
 def _evaluate(grid: Grid, model: str | None) -> dict[str, Any]:
@@ -67,7 +84,7 @@ def _rows(grid: Grid, arm: Arm, seed: int, work: Path, qrels: Path | None):
 
     if arm.kind == "st":
         return data.st_dataset(grid, arm, qrels, work), False, None
-    records = data.mined_set(grid, arm, qrels, work)
+    records = data.arm_records(grid, arm, qrels, work)
     folder = data.curate_export(grid, arm, records, seed, work)
     files = data.train_files(folder)
     if not files:
@@ -77,8 +94,8 @@ def _rows(grid: Grid, arm: Arm, seed: int, work: Path, qrels: Path | None):
 
 def _data_of(grid: Grid, work: Path, qrels: Path | None, result: dict[str, Any], path: Path) -> str | None:
     """The digest of the export a finished curate run trained on: recorded, or (a run from before
-    it was recorded) read from the export folder its options name, when that folder was made
-    before the result (a re-filed result, or a folder made since, may hold other bytes)."""
+    it was recorded) read from the export folder its options name, when its files were written
+    before the result (a re-filed result, or files written since, may hold other bytes)."""
     recorded = (result.get("training") or {}).get("data_sha256")
     if recorded or result.get("kind") != "curate" or result.get("refiled_from"):
         return recorded
@@ -89,10 +106,13 @@ def _data_of(grid: Grid, work: Path, qrels: Path | None, result: dict[str, Any],
         folder = data.export_folder(grid, arm, data.records_path(grid, arm, qrels, work), result["seed"], work)
     except (KeyError, TypeError, ValueError, AttributeError):  # options of an older curate, or no qrels
         return None
-    files, made = data.train_files(folder), folder / "export_report.json"
-    if not files or not made.is_file() or made.stat().st_mtime > path.stat().st_mtime:
+    files = data.train_files(folder)
+    try:
+        if not files or max(Path(f).stat().st_mtime for f in files) > path.stat().st_mtime:
+            return None
+        return data.data_digest(files)
+    except OSError:  # a file the export's report lists is gone
         return None
-    return data.data_digest(files)
 
 
 def same_data_run(grid: Grid, work: Path, qrels: Path | None, seed: int, digest: str) -> dict[str, Any] | None:
@@ -230,7 +250,8 @@ def _budget_key(grid: Grid) -> dict[str, Any]:
 
 
 def _quiet() -> None:
-    """The stages' own progress bars (datasets, sentence-transformers) would bury the run's lines."""
+    """The libraries' progress bars (datasets, sentence-transformers) would bury ablate's own lines;
+    the stages ablate runs print no summary (``run_stage(quiet=True)``)."""
     import os
 
     os.environ.setdefault("TQDM_DISABLE", "1")
@@ -262,7 +283,7 @@ def run_ablate(opts: AblateOptions) -> dict[str, Any]:
     if unknown:
         raise CurateError(f"--arm {unknown[0]!r} is not in {grid.path} "
                           f"(arms: {', '.join(a.name for a in grid.arms)})")
-    work = Path(opts.out) / f"grid-{data.digest(_budget_key(grid))}"
+    work = Path(opts.out) / f"grid-{value_digest(_budget_key(grid), length=data.KEY)}"
     work.mkdir(parents=True, exist_ok=True)
     if grid.holdout:  # evaluate on the split's held-out queries only
         grid.eval_data = data.holdout_data(grid, work)
@@ -270,7 +291,7 @@ def run_ablate(opts: AblateOptions) -> dict[str, Any]:
     needs_queries = any(a.kind == "st" or (a.kind == "curate" and a.generate is None) for a in grid.arms)
     qrels = data.training_qrels(grid, work) if needs_queries else None
 
-    keys = {arm.name: data.digest(resolved(arm)) for arm in grid.arms}
+    keys = {arm.name: value_digest(resolved(arm), length=data.KEY) for arm in grid.arms}
     refile_older_results(work, {keys[a.name]: resolved(a) for a in grid.arms})
     # seed by seed, so that a grid stopped half-way has its arms at the same number of seeds
     todo: dict[tuple[str, int], list[Arm]] = {}
@@ -329,7 +350,7 @@ def _prepare(grid: Grid, runs: list[tuple[Arm, int]], work: Path, qrels: Path | 
 def write_report(grid: Grid, work: Path, out: Path) -> dict[str, Any]:
     from dataclasses import asdict
 
-    keys = {arm.name: data.digest(resolved(arm)) for arm in grid.arms}
+    keys = {arm.name: value_digest(resolved(arm), length=data.KEY) for arm in grid.arms}
     results = _finished(work, grid, keys)
     rows = rep.summarise(results, grid.baselines)
     done = [r for r in rows if r["kind"] == "st" and r["mean"] is not None]

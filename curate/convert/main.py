@@ -3,38 +3,58 @@
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from curate.core.errors import CurateError
 from curate.core.params import field_range, range_problem
+from curate.core.stage import REPORT, Stage, run_stage
 from curate.negatives.knobs import Ceiling
 
 KINDS = ("classification", "clustering", "sts")
 CONVERTED = "converted.jsonl"
-SUMMARY = "convert_summary.json"
+LEGACY_REPORT = "convert_summary.json"  # report.json's name before the stage contract: a copy for one release
 
 
 @dataclass(kw_only=True)
 class ConvertOptions:
-    kind: str  # classification, clustering or sts
-    inp: str
-    out: str
-    teacher: str | None = None  # "bundled" or a model: the hardest negatives by this teacher
-    random_negatives: bool = False
-    task: str | None = None  # the task instruction every record gets (default: one per kind)
-    negatives: int = 4
-    seed: int = 0
-    min_score: float = 4.0  # sts: pairs scoring at least this become records
-    scale_max: float = 5.0  # sts: the top of the data's score scale
-    max_ratio: float | None = 0.95  # sts with a teacher: the positive-aware ceiling
-    corpus: str | None = None  # sts: draw negatives from these texts
+    kind: str = field(metadata={  # classification, clustering or sts
+        "choices": KINDS,
+        "help": "What the input holds: labelled examples (a cluster id is a label) or scored sentence pairs."})
+    inp: str = field(metadata={
+        "flag": "--in", "path": "file",
+        "help": "JSONL: {\"text\", \"label\"} lines, or {\"sentence1\", \"sentence2\", \"score\"} for sts."})
+    out: str = field(metadata={"path": "dir", "help": "Folder for converted.jsonl and convert_summary.json."})
+    teacher: str | None = field(default=None, metadata={  # "bundled" or a model: the hardest negatives by it
+        "flag_value": "bundled", "metavar": "[MODEL]",
+        "help": "Pick the hardest negatives with this teacher (bare --teacher: the bundled all-MiniLM-L6-v2). "
+                "Default: random for classification/clustering, the bundled teacher for sts."})
+    random_negatives: bool = field(default=False, metadata={"help": "Draw negatives at random, sts included."})
+    task: str | None = field(default=None, metadata={  # the task instruction every record gets
+        "flag": "--task-text", "help": "The task instruction every record gets (default: one per kind)."})
+    negatives: int = field(default=4, metadata={"min": 1, "help": "Negatives per record."})
+    seed: int = field(default=0, metadata={"help": "Seed for every per-example draw."})
+    min_score: float = field(default=4.0, metadata={  # sts: pairs scoring at least this become records
+        "help": "sts: pairs scoring at least this become records (in the data's own units)."})
+    scale_max: float = field(default=5.0, metadata={  # sts: the top of the data's score scale
+        "min": 0, "min_open": True, "help": "sts: the top of the data's score scale (scores must lie in [0, this])."})
+    max_ratio: float | None = field(default=0.95, metadata={  # sts with a teacher: the positive-aware ceiling
+        **field_range(Ceiling, "percent"),
+        "help": "sts with a teacher: skip negatives the teacher scores above this fraction of the positive."})
+    corpus: str | None = field(default=None, metadata={  # sts: draw negatives from these texts
+        "path": "file",
+        "help": "sts: draw negatives from these texts (JSONL with 'text') instead of the input's sentences."})
 
 
 def convert_main(opts: ConvertOptions) -> dict[str, Any]:
+    """Run the convert stage through the one runner, which prints its summary."""
+    return run_stage(STAGE, opts)[0]
+
+
+def run_convert(opts: ConvertOptions) -> dict[str, Any]:
     """Convert the input and write the records; every input problem is found before any writing."""
-    from curate.core.jsonl import atomic_write_json, atomic_write_jsonl
+    from curate.core.jsonl import atomic_write_jsonl
     from curate.core.runner import open_run
 
     kind, in_path, out_dir, teacher_name = opts.kind, Path(opts.inp), Path(opts.out), opts.teacher
@@ -51,7 +71,7 @@ def convert_main(opts: ConvertOptions) -> dict[str, Any]:
         raise CurateError(f"--max-ratio {max_ratio}: {problem} (a share of the positive's score)")
     if corpus_path is not None and kind != "sts":
         raise CurateError("--corpus is for --kind sts (classification and clustering draw negatives from the examples)")
-    with open_run("convert", out_dir, params, [in_path, corpus_path], writes=(CONVERTED, SUMMARY)) as run:
+    with open_run("convert", out_dir, params, [in_path, corpus_path], writes=(CONVERTED, REPORT, LEGACY_REPORT)) as run:
         started = time.monotonic()
         stats: dict[str, Any] = {}
         if kind == "sts":
@@ -84,9 +104,16 @@ def convert_main(opts: ConvertOptions) -> dict[str, Any]:
                    **({"teacher": teacher.stats()} if teacher is not None else {}),
                    **stats, "wall_seconds": round(time.monotonic() - started, 3)}
         atomic_write_jsonl(run.path(CONVERTED), [r.to_dict() for r in records])
-        atomic_write_json(run.path(SUMMARY), summary)
+        run.write_report(summary, legacy=LEGACY_REPORT)
         run.counts.update({"records_out": len(records)})
     return summary
+
+
+def summary(report: dict[str, Any], out: Path) -> list[str]:
+    return [f"{report['kind']}: {report['records']} records in {out / CONVERTED}"]
+
+
+STAGE = Stage("convert", ConvertOptions, run_convert, reads=("inp", "corpus"), writes={"records": CONVERTED}, summary=summary)
 
 
 def _teacher(name: str):

@@ -27,10 +27,20 @@ R = TypeVar("R")
 
 @dataclass(frozen=True)
 class Executor:
-    kind: Literal["local", "ray"] = "local"
-    workers: int = field(default=1, metadata={"min": 1})  # shards per sharded step
-    address: str | None = None  # a Ray cluster to join; None starts a local one
-    gpus: float = 0.0  # GPUs each Ray worker asks for (encoding on a GPU cluster: 1)
+    """Where a stage's parallel work runs. As a stage option's type, its fields are the
+    ``--executor``, ``--workers``, ``--ray-address`` and ``--gpus-per-worker`` options; the
+    stage's field names the work (``"help_vars": {"what": ..., "unit": ...}``)."""
+
+    kind: Literal["local", "ray"] = field(default="local", metadata={
+        "flag": "--executor",
+        "help": "Where {what} runs: here, or on Ray workers (pip install 'curate[ray]'); the results are the same."})
+    workers: int = field(default=1, metadata={  # shards per sharded step
+        "min": 1, "cli_default": 4, "help": "Ray workers ({unit} at a time), with --executor ray."})
+    address: str | None = field(default=None, metadata={  # a Ray cluster to join; None starts a local one
+        "flag": "--ray-address",
+        "help": "A Ray cluster to join ('auto': the one this machine is in); default: a local one."})
+    gpus: float = field(default=0.0, metadata={  # GPUs each Ray worker asks for (encoding on a GPU cluster: 1)
+        "flag": "--gpus-per-worker", "min": 0.0, "help": "GPUs each Ray worker asks for (1 on a GPU cluster)."})
 
     def __post_init__(self):
         if self.kind not in ("local", "ray"):

@@ -47,9 +47,15 @@ def check_params(where: str, schema: type[P], given: Mapping[str, Any] | None, p
     return values if partial else schema(**values)
 
 
-def field_range(schema: type, name: str) -> Mapping[str, Any]:
-    """The range declared on ``schema``'s field ``name`` (its metadata)."""
-    return schema.__dataclass_fields__[name].metadata
+RANGE_KEYS = ("min", "max", "min_open", "max_open")
+
+
+def field_range(schema: type, name: str) -> dict[str, Any]:
+    """The range declared on ``schema``'s field ``name``: only the range keys of its metadata (not
+    its help or flag), so a field elsewhere can take the same numbers
+    (``metadata={**field_range(Ceiling, "percent"), "help": ...}``)."""
+    meta = schema.__dataclass_fields__[name].metadata
+    return {k: meta[k] for k in RANGE_KEYS if k in meta}
 
 
 def range_text(meta: Mapping[str, Any]) -> str | None:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import hashlib
 import json
 import os
 import shutil
@@ -98,6 +97,16 @@ class Run:
 
     def path(self, name: str) -> Path:
         return self.dir / name
+
+    def write_report(self, report: dict[str, Any], legacy: str | None = None) -> None:
+        """The stage's report as ``report.json``, the one name every stage's report has
+        (``curate.core.stage``); ``legacy``: its name before that, written as a copy for one
+        release so scripts that read it keep working."""
+        from curate.core.stage import REPORT
+
+        atomic_write_json(self.dir / REPORT, report)
+        if legacy:
+            atomic_write_json(self.dir / legacy, report)
 
     def reject(self, item_id: str | None, reason: str, **detail: Any) -> None:
         """Record why an item was dropped (one line of ``rejected.jsonl``; counted by reason)."""
@@ -309,19 +318,12 @@ def _plain(value: Any) -> Any:
 def _describe_input(path: str) -> dict[str, Any]:
     """Size and SHA-256 of an input (a folder: of its files, in name order), so a run can be
     matched to exactly what it read."""
-    p = Path(path)
-    if not p.exists():
+    from curate.core.hashing import tree_digest
+
+    if not Path(path).exists():
         return {"path": path}
-    files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith("."))
-    digest, size = hashlib.sha256(), 0
-    for f in files:
-        if p.is_dir():
-            digest.update(str(f.relative_to(p)).encode() + b"\0")
-        with f.open("rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(chunk)
-                size += len(chunk)
-    return {"path": path, "bytes": size, "sha256": digest.hexdigest()}
+    digest, size = tree_digest(path)
+    return {"path": path, "bytes": size, "sha256": digest}
 
 
 def _versions() -> dict[str, str]:

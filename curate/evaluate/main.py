@@ -17,9 +17,9 @@ model's full score used for the light-vs-full gap is its fp32 one when known.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from curate.datasets.beir import BeirData, load_beir
 from curate.core.errors import CurateError
@@ -33,24 +33,37 @@ SEARCH_DEPTH = max(k for _, _, k in DEFAULT_METRICS) + 1  # one spare for a drop
 
 @dataclass
 class EvalOptions:
-    data: str
-    split: str = "test"
-    model: str | None = None
-    precision: str = "auto"
-    batch_size: int = 64
-    device: str | None = None
-    query_prompt: str | None = None
-    doc_prompt: str | None = None
-    max_seq_length: int | None = None
-    light: bool = False
-    light_teacher: str | None = None
-    light_depth: int = 50
-    light_fraction: float = 0.2
-    light_seed: int = 0
-    light_set: str | None = None
-    compare_full: bool = False
-    out: str | None = None
-    per_query: bool = False
+    data: str = field(metadata={"path": "any",
+                                "help": "BEIR folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv."})
+    split: str = field(default="test", metadata={"help": "Qrels split to evaluate."})
+    model: str | None = field(default=None, metadata={
+        "help": "Embedding model: sentence-transformers name or local folder (default: the bundled MiniLM)."})
+    precision: Literal["auto", "fp32", "int8", "fp16", "bf16"] = field(default="auto", metadata={
+        "help": "auto: fp32 for a full run; for --light fp16 on a GPU, on a CPU bf16 where native, else int8."})
+    batch_size: int = field(default=64, metadata={"min": 1})
+    device: str | None = field(default=None, metadata={
+        "help": "torch device (default: CUDA when available, else CPU)."})
+    query_prompt: str | None = field(default=None, metadata={
+        "help": "Prefix for queries (default: the model's own, if any)."})
+    doc_prompt: str | None = field(default=None, metadata={
+        "help": "Prefix for documents (default: the model's own, if any)."})
+    max_seq_length: int | None = field(default=None, metadata={"min": 1, "help": "Truncate inputs to N tokens."})
+    light: bool = field(default=False, metadata={
+        "help": "Evaluate on the light set (teacher's top-50 union, 20% of queries) and report the gap to full."})
+    light_teacher: str | None = field(default=None, metadata={
+        "help": "Model that builds the light set (default: the bundled MiniLM)."})
+    light_depth: int = field(default=50, metadata={
+        "min": 1, "help": "Teacher's top-N documents per sampled query kept in the light corpus."})
+    light_fraction: float = field(default=0.2, metadata={
+        "min": 0, "max": 1, "min_open": True, "help": "Share of the queries the light set samples."})
+    light_seed: int = field(default=0, metadata={"help": "Seed of the query sample."})
+    light_set: str | None = field(default=None, metadata={
+        "path": "file",
+        "help": "Light set file: read when it exists, else built and written there (default: the cache)."})
+    compare_full: bool = field(default=False, metadata={
+        "help": "With --light: also run (or take from the results cache) the full fp32 evaluation."})
+    out: str | None = field(default=None, metadata={"path": "file", "help": "Write the report here (JSON)."})
+    per_query: bool = field(default=False, metadata={"help": "Put every query's metric values in the --out report."})
 
 
 @dataclass

@@ -3,8 +3,8 @@
 Each record is tagged with its input file and a dataset name: records that ``curate mine``
 built from a dataset (BEIR folder, pairs file, Hugging Face set) all share one task text,
 so the dataset name is what tells two such inputs apart when batches are made per task.
-Summaries of ``filter_report.json`` / ``mine_report.json`` found beside an input go to the
-dataset card, so the card says how the data was made.
+Summaries of the report of the filter or mine run that wrote an input (``report.json`` beside
+it) go to the dataset card, so the card says how the data was made.
 """
 
 from __future__ import annotations
@@ -100,6 +100,17 @@ def _dataset_name(mine_report: dict[str, Any] | None, path: Path) -> str:
     return path.parent.name or path.stem
 
 
+def _reports_beside(path: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The mine and filter reports of the run that wrote ``path`` (a folder from before the
+    stage contract: its old report names, read for one more release)."""
+    from curate.core.stage import stage_report
+
+    stage, report = stage_report(path.parent)
+    if report is not None and stage in ("mine", "filter"):
+        return (report, None) if stage == "mine" else (None, report)
+    return _read_report(path.parent / "mine_report.json"), _read_report(path.parent / "filter_report.json")
+
+
 def load_inputs(paths: list[str | Path]) -> tuple[list[Item], list[Source]]:
     """Every record of every input, in input order; a record id seen before is skipped (counted)."""
     items: list[Item] = []
@@ -110,8 +121,7 @@ def load_inputs(paths: list[str | Path]) -> tuple[list[Item], list[Source]]:
         if not path.is_file():
             raise CurateError(f"{path}: no such file" if not path.exists() else f"{path}: not a file")
         records = read_records(path)
-        mine_rep = _read_report(path.parent / "mine_report.json")
-        filter_rep = _read_report(path.parent / "filter_report.json")
+        mine_rep, filter_rep = _reports_beside(path)
         src = Source(path=str(path))
         if filter_rep:
             src.reports["filter_report"] = _filter_summary(filter_rep)

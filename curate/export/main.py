@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,53 +27,92 @@ from curate.export.instructions import Instruction, resolve
 from curate.export.levels import GAP_BINS, assign_levels
 from curate.export.rows import ExportRow
 from curate.export.splits import split_dev
-from curate.core.jsonl import atomic_write_json
+from curate.core.stage import REPORT, Stage, run_stage
 from curate.core.runner import open_run
 
-REPORT = "export_report.json"
+LEGACY_REPORT = "export_report.json"  # report.json's name before the stage contract: a copy for one release
 INDEX = "README.md"  # above the formats' folders when there are several
-# Formats whose trainer reads every JSON file of the folder it is given (FlagEmbedding): their
-# files go in a folder of their own even alone, never beside export_report.json and run.json.
-FOLDER_READ = ("flagembedding",)
 
 
 def nested(formats) -> bool:
-    """Each format in a subfolder named after it (several formats, or one read as a folder)."""
+    """Each format in a subfolder named after it: several formats, or one whose trainer reads every
+    file of the folder it is given (FlagEmbedding: never beside the report and run.json)."""
+    from curate.export.formats import FORMATS
+
     formats = list(formats)
-    return len(formats) > 1 or any(f in FOLDER_READ for f in formats)
+    return len(formats) > 1 or any(f in FORMATS and FORMATS.get(f).own_folder for f in formats)
 
 
 @dataclass
 class ExportOptions:
-    inputs: tuple[str, ...]
-    out: str
-    formats: tuple[str, ...] = ("sentence-transformers",)
-    curriculum: str = "none"
+    inputs: tuple[str, ...] = field(metadata={
+        "flag": "--in", "path": "file",
+        "help": "Records to export (JSONL from generate, filter, mine or convert); repeatable. "
+                "A record id already read from an earlier --in is skipped."})
+    out: str = field(metadata={
+        "path": "dir", "help": "Export folder (replaced whole when it holds an earlier export)."})
+    formats: tuple[str, ...] = field(default=("sentence-transformers",), metadata={
+        "flag": "--format", "help_names": {"formats": "curate.export.formats:in_order"},
+        "help": "{formats}, or all (several: one subfolder each); repeatable."})
+    curriculum: str = field(default="none", metadata={
+        "help": "none (the record's hardest negatives on every row, see --negatives-per-row), ordered (the same, "
+                "records easy to hard in four phases), mgh (phases of level 4, 3, 2, 1 negatives, one per row), "
+                "reverse (1, 2, 3, 4), random (a random level per row) or fixed:N."})
     # "auto": every negative where the teacher agrees with the labels beyond noise, else the hardest one
     # (curriculum.auto_per_row; measured on SciFact and NFCorpus, README "Benchmarks"); N: the hardest N
     # (one of the phase's level under a level curriculum); None: every negative with none/ordered.
-    negatives_per_row: int | str | None = "auto"
-    gap_levels: str = "export"  # mined negatives' levels: gap quartiles over the export, or ranks per record
-    batch_size: int = 32
-    batch_layout: str = "homogeneous"
-    task_order: str = "random"
-    mixed_tail: int = 0
-    instruction: str = "auto"  # e5 for several tasks, none for one (instructions.py)
-    dev_fraction: float = 0.05
-    decontaminate: tuple[str, ...] = ()
-    decontaminate_threshold: float = 0.8
-    decontaminate_ngram: int = 1
-    seed: int = 0
-    license: str | None = None  # the card's licence id, where the sources do not give one
-    language: tuple[str, ...] = ("en",)  # the card's languages (ISO 639)
+    negatives_per_row: int | str | None = field(default="auto", metadata={
+        "help": "Negatives each row carries, its record's hardest first (one of its phase's level under a level "
+                "curriculum); 'all': every negative of the record (with none and ordered); 'auto': all where the "
+                "teacher ranks at least half of the labelled positives in its top 10, else 1 (and 1 for records "
+                "no teacher ranked)."})
+    # mined negatives' levels: gap quartiles over the export, or ranks per record
+    gap_levels: str = field(default="export", metadata={
+        "choices": GAP_BINS,
+        "help": "Levels of mined negatives from the teacher gap: quartiles over the whole export, or the gap's "
+                "rank within each record (every record then has all four levels)."})
+    batch_size: int = field(default=32, metadata={
+        "help": "Rows per training batch; the file order is the training order."})
+    batch_layout: str = field(default="homogeneous", metadata={
+        "choices": LAYOUTS,
+        "help": "One task per batch (SFR, Linq) or tasks mixed in every batch (NV-Embed)."})
+    task_order: str = field(default="random", metadata={
+        "choices": TASK_ORDERS,
+        "help": "fixed: the same task order in every block of batches (Linq's homogeneous task ordering)."})
+    mixed_tail: int = field(default=0, metadata={
+        "help": "End training with this many mixed-task batches (Linq's mixed task fine-tuning)."})
+    instruction: str = field(default="auto", metadata={  # e5 for several tasks, none for one (instructions.py)
+        "help": "Query instruction: auto (e5 when the records hold several tasks, none for one), "
+                "e5 ('Instruct: {task}\\nQuery: {query}'), nv ('{task}: {query}'), "
+                "none, or a Jinja template (or template file) using task and query."})
+    dev_fraction: float = field(default=0.05, metadata={
+        "help": "Share of records held out as dev, whole tasks at a time (0: no dev split)."})
+    decontaminate: tuple[str, ...] = field(default=(), metadata={
+        "metavar": "BEIR_DIR[:SPLIT]",
+        "help": "Evaluation set: drop records whose query or positive near-duplicates one of its queries or "
+                "documents (with :SPLIT, that split's queries and their relevant documents); repeatable."})
+    decontaminate_threshold: float = field(default=0.8, metadata={
+        "min": 0.0, "max": 1.0, "help": "MinHash Jaccard at or above which a text counts as a copy."})
+    decontaminate_ngram: int = field(default=1, metadata={
+        "min": 1, "help": "Words per shingle for decontamination (1: word sets, robust for short queries)."})
+    seed: int = field(default=0, metadata={"help": "Seed of every shuffle and draw."})
+    license: str | None = field(default=None, metadata={  # the card's licence id, where the sources do not give one
+        "metavar": "ID",
+        "help": "The dataset card's licence (a Hub id such as cc-by-4.0), for data whose sources do not give "
+                "one: generated records, your own documents. Without it such an export's card says 'unknown' "
+                "and the export names the sources that lack one."})
+    language: tuple[str, ...] = field(default=("en",), metadata={  # the card's languages (ISO 639)
+        "metavar": "CODE", "help": "The dataset card's language (ISO 639 code); repeatable."})
 
 
 def _writers() -> dict[str, Callable]:
+    """Every format's writer, in the formats' order (``--format all`` writes them so)."""
     try:
-        from curate.export.formats import WRITERS
+        from curate.export.formats import writers
+
+        return writers()
     except ImportError as e:
         raise CurateError(f"export formats are not available in this installation ({e})") from None
-    return WRITERS
 
 
 def _check(opts: ExportOptions, writers: dict[str, Callable]) -> tuple[Curriculum, list[str], Instruction | None]:
@@ -93,7 +132,10 @@ def _check(opts: ExportOptions, writers: dict[str, Callable]) -> tuple[Curriculu
         names = list(writers)
     unknown = [n for n in names if n not in writers]
     if unknown:
-        raise CurateError(f"unknown --format {', '.join(unknown)} (choose from {', '.join(writers)}, all)")
+        from curate.export.formats import FORMATS
+
+        raise CurateError(f"unknown --format {', '.join(unknown)}{FORMATS.hint(unknown[0])} "
+                          f"(choose from {', '.join(writers)}, all)")
     if opts.batch_size < 1:
         raise CurateError("--batch-size must be at least 1")
     if opts.batch_layout not in LAYOUTS:
@@ -121,11 +163,18 @@ def _check(opts: ExportOptions, writers: dict[str, Callable]) -> tuple[Curriculu
 
 def _check_out(out: Path) -> None:
     """An earlier export (or an empty folder) may be written over; anything else is the user's."""
-    if not (out / REPORT).is_file() and any(not p.name.startswith(".curate") for p in out.iterdir()):
+    earlier = (out / REPORT).is_file() or (out / LEGACY_REPORT).is_file()
+    if not earlier and any(not p.name.startswith(".curate") for p in out.iterdir()):
         raise CurateError(f"{out}: exists and is not an earlier export; choose another --out")
 
 
+def export_main(opts: ExportOptions) -> dict[str, Any]:
+    """Run the export stage through the one runner, which prints its summary."""
+    return run_stage(STAGE, opts)[0]
+
+
 def run_export(opts: ExportOptions) -> dict[str, Any]:
+    """Check the options, export every format, return the report (printing nothing)."""
     started = time.perf_counter()
     writers = _writers()
     curriculum, formats, instruction = _check(opts, writers)
@@ -133,13 +182,12 @@ def run_export(opts: ExportOptions) -> dict[str, Any]:
     if out.exists() and not out.is_dir():
         raise CurateError(f"{out}: exists and is not a folder; choose another --out")
     inputs = [*opts.inputs, *(opts.decontaminate or ())]
-    writes = [REPORT, *((INDEX,) if len(formats) > 1 else ()), *(formats if nested(formats) else ())]
+    writes = [REPORT, LEGACY_REPORT, *((INDEX,) if len(formats) > 1 else ()), *(formats if nested(formats) else ())]
     with open_run("export", out, {k: v for k, v in asdict(opts).items() if k != "out"}, inputs,
                   writes=writes) as run:
         _check_out(out)  # after the run folder finished any swap a killed export left
         report = _export(opts, run, {n: writers[n] for n in formats}, curriculum, instruction, started)
         run.counts.update({k: v for k, v in report["counts"].items() if k in ("train", "dev")})
-    _print_summary(report, out)
     return report
 
 
@@ -187,7 +235,9 @@ def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: 
                                 "task_order": opts.task_order, "mixed_tail": opts.mixed_tail},
                       split=split_info, hub={**hub, **({"license_missing_for": unlicensed} if unlicensed else {})},
                       out=Path(opts.out))
-    return _write(run.dir, writers, rows, card, started)
+    report = _write(run.dir, writers, rows, card, started)
+    run.write_report(report, legacy=LEGACY_REPORT)
+    return report
 
 
 def _write(folder: Path, writers: dict[str, Callable], rows: list[ExportRow], card: dict[str, Any],
@@ -203,17 +253,15 @@ def _write(folder: Path, writers: dict[str, Callable], rows: list[ExportRow], ca
 
         how = commands(list(writers), settings(rows, card["parameters"].get("batch_size")))
         write_index(folder, card, outputs, how)
-    report = {**card, "outputs": outputs, "wall_seconds": round(time.perf_counter() - started, 2)}
-    atomic_write_json(folder / REPORT, report)
-    return report
+    return {**card, "outputs": outputs, "wall_seconds": round(time.perf_counter() - started, 2)}
 
 
-def _print_summary(report: dict[str, Any], out: Path) -> None:
-    from curate.progress import console
-
+def summary(report: dict[str, Any], out: Path) -> list[str]:
+    """Rows, batches and phases written, what ``auto`` chose and why, and where."""
+    lines = []
     c = report["counts"]
     phases = ", ".join(f"{k}: {v}" for k, v in c["phase"].items())
-    console.print(f"export ({report['curriculum']['arm']}): {c.get('train', 0)} train rows in "
+    lines.append(f"export ({report['curriculum']['arm']}): {c.get('train', 0)} train rows in "
                   f"{c['batches']['train']} batches{f' (phases {phases})' if phases else ''}, "
                   f"{c.get('dev', 0)} dev rows ({report['split']['mode']})")
     auto = report.get("negatives_per_row")
@@ -224,11 +272,29 @@ def _print_summary(report: dict[str, Any], out: Path) -> None:
                if share is not None else
                f"relabelled: every negative of {auto['records_relabelled']} records judged not relevant"
                if auto.get("records_relabelled") else "no record has a teacher rank")
-        console.print(f"  negatives a row: {auto['chose']} (auto: {why})")
+        lines.append(f"  negatives a row: {auto['chose']} (auto: {why})")
     missing = report.get("hub", {}).get("license_missing_for")
     if missing:
-        console.print(f"  card licence: unknown for {', '.join(missing)}; give --license ID (e.g. cc-by-4.0)")
+        lines.append(f"  card licence: unknown for {', '.join(missing)}; give --license ID (e.g. cc-by-4.0)")
     for f in report["filters"]:
         if f.get("records_dropped") and "folder" not in f:
-            console.print(f"  dropped {f['records_dropped']}: {f['step']}")
-    console.print(f"wrote {', '.join(report['outputs'])} and {REPORT} to {out} in {report['wall_seconds']:.1f}s")
+            lines.append(f"  dropped {f['records_dropped']}: {f['step']}")
+    lines.append(f"wrote {', '.join(report['outputs'])} and {REPORT} to {out} in {report['wall_seconds']:.1f}s")
+    return lines
+
+
+def funnel(report: dict[str, Any], folder: Path) -> dict[str, Any]:
+    c = report["counts"]
+    split = {"train": c.get("train", 0), "dev": c.get("dev", 0)}
+    return {"folder": str(folder), "rows": split["train"] + split["dev"],
+            "formats": {name: {**split, "files": files} for name, files in report["outputs"].items()}}
+
+
+def funnel_lines(e: dict[str, Any]) -> list[tuple[str, str]]:
+    n = lambda count, noun: f"{count} {noun}{'' if count == 1 else 's'}"  # noqa: E731
+    return [("export", f"{name}: {n(rows['train'], 'train row')}, {n(rows['dev'], 'dev row')}")
+            for name, rows in e["formats"].items()]
+
+
+STAGE = Stage("export", ExportOptions, run_export, reads=("inputs", "decontaminate"), writes={},
+              summary=summary, funnel=funnel, funnel_lines=funnel_lines)

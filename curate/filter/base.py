@@ -3,7 +3,9 @@
 A step is a function ``step(records, params, ctx) -> records`` (or an ``async`` one): it
 returns the records it keeps, possibly with negatives pruned, and reports every drop
 through ``ctx.reject`` so ``rejected.jsonl`` says which step dropped what, and why.
-Steps register themselves with ``@register("name", Params, kind=...)`` so recipes can name them; the
+Steps register themselves with ``@register("name", Params, kind=...)`` so recipes can name them:
+one ``Step`` in the ``STEPS`` registry, which finds the shipped ones by importing every module of
+``curate.filter.steps`` and a plugin's through the ``curate.filter_steps`` entry-point group. The
 parameters dataclass is the one home of the step's defaults, and a recipe's parameters are
 checked against it (and by the step's own ``check``) when the recipe is loaded, before any
 step runs.
@@ -15,34 +17,49 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from curate.core.records import Record
+from curate.core.registry import Registry
 from curate.core.runner import Drop
 
 StepFn = Callable[..., Any]
-STEPS: dict[str, StepFn] = {}
-PARAMS: dict[str, type] = {}  # each step's parameters dataclass
-CHECKS: dict[str, Callable[[dict[str, Any]], Any]] = {}  # deeper value checks, run at recipe load
-KINDS: dict[str, str] = {}  # "map" or "global"
+StepKind = Literal["map", "global"]
 
 
-def register(name: str, params: type, check: Callable[[dict[str, Any]], Any] | None = None,
-             kind: str = "global") -> Callable[[StepFn], StepFn]:
-    """Make a step known to recipes by ``name``; ``params`` is its parameters dataclass.
+@dataclass(frozen=True)
+class Step:
+    """A filter step as recipes know it.
 
     ``kind="map"`` declares that the step decides each record on its own (heuristics, LLM
     judges), so a run may cut the records into shards and run it on several workers
     (``--executor ray``); its integer notes must be counts, which add up over shards.
     ``"global"`` steps see every record at once (near-duplicates, teacher ranks against the
     pool) and always run in one process."""
+
+    fn: StepFn  # step(records, params, ctx) -> kept records (or an awaitable of them)
+    params: type  # its parameters dataclass: names, types, ranges and defaults
+    check: Callable[[dict[str, Any]], Any] | None = None  # deeper value checks, run at recipe load
+    kind: StepKind = "global"
+
+    def __post_init__(self):
+        if self.kind not in ("map", "global"):
+            raise ValueError(f"kind must be 'map' or 'global', not {self.kind!r}")
+
+
+STEPS: Registry[Step] = Registry("filter step", "curate.filter_steps", builtin=("curate.filter.steps",))
+
+
+def register(name: str, params: type, check: Callable[[dict[str, Any]], Any] | None = None,
+             kind: StepKind = "global") -> Callable[[StepFn], StepFn]:
+    """Make the decorated function the step recipes call ``name``; ``params`` is its parameters
+    dataclass, ``check`` an optional deeper check of a recipe's values, ``kind`` as ``Step``
+    says. The function itself is returned unchanged."""
     if kind not in ("map", "global"):
         raise ValueError(f"step {name!r}: kind must be 'map' or 'global', not {kind!r}")
 
     def deco(fn: StepFn) -> StepFn:
-        STEPS[name], PARAMS[name], KINDS[name] = fn, params, kind
-        if check is not None:
-            CHECKS[name] = check
+        STEPS.register(name, Step(fn, params, check, kind))
         return fn
 
     return deco
@@ -114,4 +131,4 @@ def merge_params(step: str, params: dict[str, Any] | None) -> dict[str, Any]:
     dataclass (an unknown name is a one-line error), as a plain mapping."""
     from curate.core.params import as_dict, check_params
 
-    return as_dict(check_params(step, PARAMS[step], params))
+    return as_dict(check_params(step, STEPS.get(step).params, params))

@@ -17,9 +17,9 @@ from curate.core.executor import Executor
 from curate.core.runner import open_run
 from curate.filter.base import FilterContext
 from curate.filter.recipe import load_recipe
-from curate.filter.run import FILTERED, REJECTED, REPORT, run_steps, write_outputs
+from curate.core.stage import REPORT, Stage, run_stage
+from curate.filter.run import FILTERED, LEGACY_REPORT, REJECTED, run_steps, write_outputs
 from curate.llm.backend import LLMOptions, llm_client
-from curate.progress import console
 from curate.core.records import Record, first_of_each_id, read_records
 
 DUPLICATE_ID = "duplicate-id"  # a record id seen before: the first copy is the one filtered
@@ -58,27 +58,48 @@ def _judge_factory(base: LLMOptions, out_dir: Path):
 
 @dataclass(kw_only=True)
 class FilterOptions:
-    inp: str  # records (JSONL)
-    out: str
-    recipe: str = "default"  # a shipped recipe name or a recipe YAML file
-    teacher: str | None = None  # overrides the recipe's teacher model
-    query_prompt: str | None = None
-    doc_prompt: str | None = None
-    corpus: str | None = None  # real documents added to the teacher's ranking pool
+    inp: str = field(metadata={"flag": "--in", "path": "file", "help": "Records to filter (JSONL)."})
+    out: str = field(metadata={"path": "dir",
+                               "help": "Folder for filtered.jsonl, rejected.jsonl, filter_report.json and plots."})
+    recipe: str = field(default="default", metadata={  # a shipped recipe name or a recipe YAML file
+        "help": "A shipped recipe name (default, strict) or a recipe YAML file."})
+    teacher: str | None = field(default=None, metadata={  # overrides the recipe's teacher model
+        "help": "Teacher embedding model (sentence-transformers name or path, or openai:MODEL served at "
+                "--teacher-base-url); default: the recipe's, else the bundled all-MiniLM-L6-v2."})
+    query_prompt: str | None = field(default=None, metadata={
+        "help": "Prefix for queries given to the teacher (e.g. 'query: ')."})
+    doc_prompt: str | None = field(default=None, metadata={
+        "help": "Prefix for documents given to the teacher (e.g. 'passage: ')."})
+    corpus: str | None = field(default=None, metadata={  # real documents added to the teacher's ranking pool
+        "path": "file",
+        "help": "Real documents (JSONL with 'text', BEIR corpus.jsonl works) added to the teacher's ranking pool."})
     llm: LLMOptions = field(default_factory=LLMOptions)  # the judges' backend
-    executor: Executor = field(default_factory=Executor)  # where per-record (map) steps run
+    # Offered like every LLM command's options, but unused: a filter's draws follow its recipe
+    # (the steps' own ``seed``), so neither changes a run.
+    seed: int = field(default=0, metadata={"fingerprint": False, "help": "Seed for every per-item draw."})
+    prompts_dirs: tuple[str, ...] = field(default=(), metadata={
+        "fingerprint": False, "flag": "--prompts-dir", "path": "dir",
+        "help": "Extra folder of Jinja templates, searched before the shipped prompts/."})
+    executor: Executor = field(default_factory=Executor, metadata={  # where per-record (map) steps run
+        "help_vars": {"what": "the per-record steps (heuristics, judges, sts_gap) and the teacher's encoding",
+                      "unit": "shards"}})
     plots: bool = True  # the teacher-score plots (when a step scored the records)
 
 
 def filter_main(opts: FilterOptions, quiet: bool = False) -> dict[str, Any]:
-    """Run the recipe over the records, write the outputs, print and return the report."""
+    """Run the filter stage through the one runner (printing its summary unless ``quiet``)."""
+    return run_stage(STAGE, opts, quiet=quiet)[0]
+
+
+def run_filter(opts: FilterOptions) -> dict[str, Any]:
+    """Run the recipe over the records, write the outputs, return the report."""
     in_path, out_dir, recipe_name = Path(opts.inp), Path(opts.out), opts.recipe
     teacher, query_prompt, doc_prompt, llm_opts = opts.teacher, opts.query_prompt, opts.doc_prompt, opts.llm
     corpus_path = Path(opts.corpus) if opts.corpus else None
     started = time.perf_counter()
     recipe = load_recipe(recipe_name)
     if corpus_path is None and any(step.name == "round_trip" for step in recipe.steps):
-        from curate.filter.round_trip import NO_CORPUS
+        from curate.filter.steps.round_trip import NO_CORPUS
 
         raise CurateError(NO_CORPUS)  # before any step runs or any model loads
     records = read_records(in_path)
@@ -88,12 +109,9 @@ def filter_main(opts: FilterOptions, quiet: bool = False) -> dict[str, Any]:
               "teacher": teacher, "query_prompt": query_prompt, "doc_prompt": doc_prompt,
               "executor": {"kind": opts.executor.kind, "shards": opts.executor.shards}}
     with open_run("filter", out_dir, params, [in_path, recipe.path, corpus_path],
-                  writes=(FILTERED, REJECTED, REPORT)) as run:
-        report = _filter(records, in_path, out_dir, run, recipe, teacher, query_prompt, doc_prompt, corpus_path,
-                         llm_opts, started, opts.executor, opts.plots)
-    if not quiet:
-        _print_report(report, out_dir)
-    return report
+                  writes=(FILTERED, REJECTED, REPORT, LEGACY_REPORT)) as run:
+        return _filter(records, in_path, out_dir, run, recipe, teacher, query_prompt, doc_prompt, corpus_path,
+                       llm_opts, started, opts.executor, opts.plots)
 
 
 def _filter(records, in_path: Path, out_dir: Path, run, recipe, teacher, query_prompt, doc_prompt, corpus_path,
@@ -161,7 +179,8 @@ def _teacher_stats(ctx: FilterContext, cfg: dict[str, Any]) -> dict[str, Any] | 
             "cache_hits": getattr(t, "cache_hits", None)}
 
 
-def _print_report(report: dict[str, Any], out_dir: Path) -> None:
+def summary(report: dict[str, Any], out_dir: Path) -> list[Any]:
+    """What a run kept and dropped, step by step: a table, the teacher's line, where it wrote."""
     table = Table(title=f"filter ({report['recipe']['name']}): {report['records_kept']}/{report['records_in']} records, "
                         f"{report['negatives_kept']}/{report['negatives_in']} negatives kept", title_justify="left")
     for col in ("step", "records in", "kept", "records dropped", "negatives dropped", "s"):
@@ -170,8 +189,70 @@ def _print_report(report: dict[str, Any], out_dir: Path) -> None:
         fmt = lambda d: "\n".join(f"{k}: {v}" for k, v in d.items()) or "-"  # noqa: E731
         table.add_row(row["step"], str(row["records_in"]), str(row["records_kept"]), fmt(row["records_dropped"]),
                       fmt(row["negatives_dropped"]), f"{row['seconds']:.1f}")
-    console.print(table)
+    lines: list[Any] = [table]
     t = report["teacher"]
     if t:
-        console.print(f"teacher {t['model']}: {t['encoded']} texts encoded, {t['cache_hits']} from cache")
-    console.print(f"wrote {out_dir / FILTERED}, {out_dir / REJECTED}, {out_dir / REPORT}")
+        lines.append(f"teacher {t['model']}: {t['encoded']} texts encoded, {t['cache_hits']} from cache")
+    return [*lines, f"wrote {out_dir / FILTERED}, {out_dir / REJECTED}, {out_dir / REPORT}"]
+
+
+EXCERPT = 60  # characters of a dropped query shown in the funnel
+
+
+def funnel(report: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """Each step's records in and kept, with the first record it dropped (its reason and query);
+    a relabel run adds the judge's verdicts."""
+    from curate.core.jsonl import read_jsonl
+
+    queries = {obj.get("id"): obj.get("query") for _, obj in read_jsonl(Path(report["input"]))} \
+        if Path(report["input"]).is_file() else {}
+    examples: dict[str, dict[str, str]] = {}  # step -> the first record it dropped
+    if (folder / REJECTED).is_file():
+        for _, row in read_jsonl(folder / REJECTED):
+            if row.get("target") == "record" and row.get("step") not in examples:
+                examples[row["step"]] = {"reason": row.get("reason"), "query": _excerpt(queries.get(row.get("id")))}
+    steps = [{"step": s["step"], "records_in": s["records_in"], "records_kept": s["records_kept"],
+              "records_dropped": s["records_dropped"], "example": examples.get(s["step"])} for s in report["steps"]]
+    entry = {"records_in": report["records_in"], "records_kept": report["records_kept"], "steps": steps,
+             "plots": [str(folder / Path(p).name) for p in report.get("plots", [])]}
+    note = next((s.get("notes", {}) for s in report["steps"] if s["step"] == "relabel"), None)
+    if note is not None:
+        entry.update(relabel=True, records=report["records_kept"], candidates=note.get("candidates", 0),
+                     verdicts=note.get("verdicts", {}), records_changed=note.get("records_changed", 0),
+                     negatives_in=report["negatives_in"], negatives_kept=report["negatives_kept"])
+    return entry
+
+
+def funnel_lines(f: dict[str, Any]) -> list[tuple[str, str]]:
+    from rich.markup import escape
+
+    if f.get("relabel"):
+        verdicts = ", ".join(f"{k} {v}" for k, v in f["verdicts"].items()) or "none"
+        return [("relabel", f"{f['candidates']} negatives judged: {verdicts}; {f['negatives_kept']} of "
+                            f"{f['negatives_in']} negatives left, {f['records_changed']} records changed")]
+    lines = [("filter", f"{f['records_kept']} of {f['records_in']} records kept")]
+    for s in f["steps"]:
+        dropped = sum(s["records_dropped"].values())
+        line = f"  {s['step']}: {s['records_kept']} of {s['records_in']} kept"
+        if dropped:
+            line += f", {dropped} dropped"
+            if s["example"]:
+                line += f", e.g. {escape(str(s['example']['reason']))}: \"{escape(s['example']['query'])}\""
+        lines.append(("", line))
+    return lines
+
+
+def _excerpt(text: str | None) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= EXCERPT else text[:EXCERPT - 3].rstrip() + "..."
+
+
+def _recipe_file(opts: FilterOptions) -> list[Path]:
+    from curate.filter.recipe import find_recipe
+
+    return [find_recipe(opts.recipe)]  # an edited recipe file: filtered again
+
+
+STAGE = Stage("filter", FilterOptions, run_filter, reads=("inp", "corpus"), also_reads=_recipe_file,
+              writes={"records": FILTERED, "drops": REJECTED}, summary=summary, funnel=funnel,
+              funnel_lines=funnel_lines)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from curate.filter.granularity import MGH_REFERENCE, level_means
+from curate.filter.steps.granularity import MGH_REFERENCE, level_means
 
 
 def _pyplot():

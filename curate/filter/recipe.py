@@ -65,8 +65,7 @@ def find_recipe(name_or_path: str) -> Path:
 
 def load_recipe(name_or_path: str) -> Recipe:
     from curate.core.params import check_params
-    from curate.filter.base import CHECKS, PARAMS
-    from curate.filter.steps import STEPS  # registers every step
+    from curate.filter.base import STEPS
 
     path = find_recipe(name_or_path)
     raw = read_yaml_mapping(path, "recipe")
@@ -81,15 +80,14 @@ def load_recipe(name_or_path: str) -> Recipe:
         if not isinstance(entry, dict) or len(entry) != 1:
             raise CurateError(f"{path}: step {i} must be 'name: {{params}}'")
         (name, params), = entry.items()
-        if name not in STEPS:
-            raise CurateError(f"{path}: step {i}: unknown step {name!r} (known: {', '.join(sorted(STEPS))})")
+        step = STEPS.get(name, where=f"{path}: step {i}")
         if params is not None and not isinstance(params, dict):
             raise CurateError(f"{path}: step {i} ({name}): parameters must be a mapping")
         where = f"{path}: step {i}"
-        check_params(f"{where} ({name})", PARAMS[name], params)
-        if name in CHECKS:
+        check_params(f"{where} ({name})", step.params, params)
+        if step.check is not None:
             try:
-                CHECKS[name](dict(params or {}))
+                step.check(dict(params or {}))
             except CurateError as e:
                 raise CurateError(f"{where}: {e}") from None
             except (TypeError, ValueError, AttributeError) as e:  # a value of a type the check did not expect

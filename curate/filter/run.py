@@ -18,13 +18,13 @@ from typing import Any
 
 from curate.core.executor import Executor, map_shards, merge_notes, split
 from curate.core.runner import REJECTED, Drop, Run
-from curate.filter.base import KINDS, STEPS, FilterContext
+from curate.filter.base import STEPS, FilterContext
 from curate.filter.recipe import Recipe
-from curate.core.jsonl import atomic_write_json, atomic_write_jsonl
+from curate.core.jsonl import atomic_write_jsonl
 from curate.core.records import Record
 
 FILTERED = "filtered.jsonl"
-REPORT = "filter_report.json"
+LEGACY_REPORT = "filter_report.json"  # report.json's name before the stage contract: a copy for one release
 
 
 def run_steps(records: list[Record], recipe: Recipe, ctx: FilterContext,
@@ -50,7 +50,7 @@ def _segments(steps: list, executor: Executor) -> list[tuple[str, list]]:
     """Consecutive steps grouped by how they run: ``map`` (sharded) or ``global`` (here)."""
     out: list[tuple[str, list]] = []
     for cfg in steps:
-        kind = KINDS.get(cfg.name, "global") if executor.shards > 1 else "global"
+        kind = STEPS.get(cfg.name).kind if executor.shards > 1 else "global"
         if out and out[-1][0] == kind:
             out[-1][1].append(cfg)
         else:
@@ -65,7 +65,7 @@ async def _run_steps(records: list[Record], steps: list, ctx: FilterContext, fns
         ctx.clients = {}
         ctx.stack = stack
         for i, cfg in enumerate(steps):
-            records, row = await _one_step(records, cfg, ctx, fns[i] if fns else STEPS[cfg.name])
+            records, row = await _one_step(records, cfg, ctx, fns[i] if fns else STEPS.get(cfg.name).fn)
             rows.append(row)
     ctx.stack, ctx.clients = None, {}
     return records, rows
@@ -89,7 +89,7 @@ class _Shard:
 
 def _sharded(records: list[Record], steps: list, ctx: FilterContext, executor: Executor
              ) -> tuple[list[Record], list[dict[str, Any]]]:
-    shard = _Shard(steps, tuple(STEPS[cfg.name] for cfg in steps), ctx.out_dir, ctx.llm_factory)
+    shard = _Shard(steps, tuple(STEPS.get(cfg.name).fn for cfg in steps), ctx.out_dir, ctx.llm_factory)
     results = map_shards(shard, split(records, executor.shards), executor)
     kept = [r for shard_kept, _, _ in results for r in shard_kept]
     rows = []
@@ -144,4 +144,4 @@ def write_outputs(run: Run, kept: list[Record], ctx: FilterContext, report: dict
         run.drop(drop)
     if not ctx.rejections:
         atomic_write_jsonl(run.dir / REJECTED, [])
-    atomic_write_json(run.dir / REPORT, report)
+    run.write_report(report, legacy=LEGACY_REPORT)

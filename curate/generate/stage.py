@@ -19,33 +19,72 @@ from pathlib import Path
 from typing import Any
 
 from curate.core.errors import CurateError
+from curate.core.stage import Stage, run_stage
+from curate.generate.from_corpus import CORPUS  # the passages a next stage searches
 from curate.llm.backend import LLMOptions
+
+GENERATED, FAILED = "generated.jsonl", "failed.jsonl"
+LEGACY_REPORT = "summary.json"  # report.json's name before the stage contract: a copy for one release
 
 
 @dataclass(kw_only=True)
 class StageOptions:
     """What brainstorm and generate share: which families, where, with which model."""
 
-    tasks: tuple[str, ...] = ()  # families (or spec files); "all" = every family the model writes whole
-    out: str
+    # families (or spec files); "all" = every family the model writes whole
+    tasks: tuple[str, ...] = field(default=(), metadata={
+        "flag": "--task", "help": "Task family (short-long, long-short, short-short, long-long, sts, bitext, all) "
+                                  "or a spec file; repeatable."})
+    out: str = field(metadata={"path": "dir",
+                               "help": "Run folder (generated.jsonl, failed.jsonl, tasks/, summary.json)."})
     llm: LLMOptions = field(default_factory=LLMOptions)
-    seed: int = 0
-    dedup_threshold: float = 0.7  # MinHash Jaccard above which two task descriptions are the same
-    tasks_dirs: tuple[str, ...] = ()
-    prompts_dirs: tuple[str, ...] = ()
+    seed: int = field(default=0, metadata={"help": "Seed for every per-item draw."})
+    # MinHash Jaccard above which two task descriptions are the same
+    dedup_threshold: float = field(default=0.7, metadata={
+        "min": 0.0, "max": 1.0, "help": "MinHash Jaccard above which two task descriptions count as the same."})
+    tasks_dirs: tuple[str, ...] = field(default=(), metadata={
+        "flag": "--tasks-dir", "path": "dir",
+        "help": "Extra folder of task specs (YAML), searched before the shipped tasks/."})
+    prompts_dirs: tuple[str, ...] = field(default=(), metadata={
+        "flag": "--prompts-dir", "path": "dir",
+        "help": "Extra folder of Jinja templates, searched before the shipped prompts/."})
+
+
+@dataclass(kw_only=True)
+class BrainstormOptions(StageOptions):
+    n: int = field(default=50, metadata={"flag": "--num-tasks", "short": "-n", "min": 1,
+                                         "help": "Distinct tasks to have per family."})
 
 
 @dataclass(kw_only=True)
 class GenerateOptions(StageOptions):
-    n: int | None = None  # examples per family (default 100; with pairs: one per pair; with corpus: passages sampled)
-    per_task: int = 4
-    tasks_file: str | None = None
-    pins: dict[str, Any] = field(default_factory=dict)
-    max_chars: int | None = None
-    retry_failed: bool = False
-    pairs: str | None = None  # real (query, positive) pairs: a JSONL file or a BEIR folder
-    split: str = "train"
-    corpus: str | None = None  # the user's documents: the model writes a query per sampled passage
+    # examples per family (default 100; with pairs: one per pair; with corpus: passages sampled)
+    n: int | None = field(default=None, metadata={
+        "flag": "--num-examples", "short": "-n", "min": 1,
+        "help": "Examples to generate per family  [default: 100; with --from-pairs: one per pair; "
+                "with --from-corpus: one per passage, N passages sampled with --seed]."})
+    per_task: int = field(default=4, metadata={
+        "min": 1, "help": "Examples per task: ceil(n / per-task) tasks are brainstormed."})
+    tasks_file: str | None = field(default=None, metadata={
+        "path": "file", "exists": True,
+        "help": "Use these tasks (JSONL of {\"task\": ...}) instead of brainstorming."})
+    pins: dict[str, Any] = field(default_factory=dict, metadata={
+        "flag": "--set", "metavar": "NAME=VALUE", "help": "Pin a placeholder for every item, e.g. --set num_words=50."})
+    max_chars: int | None = field(default=None, metadata={
+        "min": 20, "help": "Cap every text of the answer at this many characters (quick runs, token budgets)."})
+    retry_failed: bool = field(default=False, metadata={"help": "Try items that failed in an earlier run again."})
+    # real (query, positive) pairs: a JSONL file or a BEIR folder
+    pairs: str | None = field(default=None, metadata={
+        "flag": "--from-pairs", "path": "any", "exists": True,
+        "help": "Real (query, positive) pairs (JSONL of {\"query\", \"positive\"}, or a BEIR folder): "
+                "ask only for 4 graded negatives per pair; implies --task from-pairs."})
+    split: str = field(default="train", metadata={"help": "Qrels split of a BEIR folder given to --from-pairs."})
+    # the user's documents: the model writes a query per sampled passage
+    corpus: str | None = field(default=None, metadata={
+        "flag": "--from-corpus", "path": "any", "exists": True,
+        "help": "Your documents (a BEIR folder, a corpus JSONL, or a folder of .txt/.md/.html): the model "
+                "writes a query for each sampled passage, the passage is the positive; writes "
+                "OUT/corpus.jsonl; implies --task from-corpus."})
 
 
 def families(names: Sequence[str], tasks_dirs: Sequence[str]) -> list[str]:
@@ -73,6 +112,11 @@ def brainstorm_stage(opts: StageOptions, n: int = 50) -> dict[str, Any]:
         console.print(f"{spec.family}: {len(tasks)} tasks in {tasks_path(out, spec.family)}")
 
     return run_llm_stage("brainstorm", opts, one, {"n": n})
+
+
+def generate_main(opts: GenerateOptions) -> dict[str, Any]:
+    """Run the generate stage through the one runner (it resumes item by item by itself)."""
+    return run_stage(STAGE, opts)[0]
 
 
 def generate_stage(opts: GenerateOptions) -> dict[str, Any]:
@@ -140,12 +184,7 @@ def generate_stage(opts: GenerateOptions) -> dict[str, Any]:
                        opts.retry_failed, progress, opts.max_chars)
 
     extra = {k: v for k, v in asdict(opts).items() if k not in asdict(StageOptions(out=""))}
-    summary = run_llm_stage("generate", opts, one, extra, names)
-    if docs is not None:
-        from curate.progress import console
-
-        console.print(f"passages corpus (for filter --corpus and mine --corpus): {out / from_corpus.CORPUS}")
-    return summary
+    return run_llm_stage("generate", opts, one, extra, names)
 
 
 def _check_inputs(names: Sequence[str], tasks_dirs: Sequence[str], source: str | None) -> None:
@@ -217,7 +256,10 @@ def run_llm_stage(stage: str, opts: StageOptions, one: PerFamily, extra: dict[st
             asyncio.run(main(cfg, cache))
         combined = combine(summaries)
         run.counts.update(combined["counts"])
-        atomic_write_json(out_dir / ("summary.json" if stage == "generate" else f"{stage}_summary.json"), combined)
+        if stage == "generate":
+            run.write_report(combined, legacy=LEGACY_REPORT)
+        else:  # brainstorm shares generate's folder: its own name, so neither hides the other's
+            atomic_write_json(out_dir / f"{stage}_summary.json", combined)
     return combined
 
 
@@ -231,3 +273,37 @@ def combine(summaries: dict[str, Any]) -> dict[str, Any]:
         for k, v in s["failure_reasons"].items():
             reasons[k] = reasons.get(k, 0) + v
     return {"counts": counts, "failure_reasons": reasons, "families": summaries}
+
+
+def summary(report: dict[str, Any], folder: Path) -> list[str]:
+    """Each family's numbers were printed as it finished; what is left to say is where the
+    passages are, when the queries were written for the user's documents."""
+    corpus = folder / CORPUS
+    return [f"passages corpus (for filter --corpus and mine --corpus): {corpus}"] if corpus.is_file() else []
+
+
+def funnel(report: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """Passages sampled, queries written, failures by kind (read from the files, so a resumed
+    run counts what all its runs wrote)."""
+    from collections import Counter
+
+    from curate.core.jsonl import read_jsonl
+    from curate.progress import reason_kind
+
+    ok = sum(1 for _ in read_jsonl(folder / GENERATED)) if (folder / GENERATED).is_file() else 0
+    failed = [obj for _, obj in read_jsonl(folder / FAILED)] if (folder / FAILED).is_file() else []
+    return {"sampled": report.get("counts", {}).get("requested", ok + len(failed)), "ok": ok, "failed": len(failed),
+            "failure_reasons": dict(Counter(reason_kind(f.get("reason")) for f in failed).most_common())}
+
+
+def funnel_lines(g: dict[str, Any]) -> list[tuple[str, str]]:
+    from rich.markup import escape
+
+    why = escape(", ".join(f"{k}: {v}" for k, v in g["failure_reasons"].items()))
+    return [("generate", f"{g['sampled']} passages sampled, {g['ok']} queries written, {g['failed']} failed"
+                         + (f" ({why})" if why else ""))]
+
+
+STAGE = Stage("generate", GenerateOptions, generate_stage, reads=("tasks_file", "pairs", "corpus"),
+              writes={"records": GENERATED, "drops": FAILED, "corpus": CORPUS}, appends=True,
+              summary=summary, funnel=funnel, funnel_lines=funnel_lines)

@@ -1,8 +1,9 @@
 """Choose the LLM backend for a run: the servers the user named, or the embedded CPU model.
 
 Every LLM task (brainstorm, generate, from-pairs, the judges) talks to a ``Backend``: one
-method, ``ask_json(messages, schema, params, seed) -> Answer``, plus ``requests_sent`` and
-``close()``. The OpenAI-compatible client (vLLM, llama.cpp, hosted APIs) is the backend for
+method, ``ask_json(messages, schema, params, seed) -> Answer``, plus ``cfg`` (the run's
+``ClientConfig``: the model records name, the concurrency), ``requests_sent`` and ``close()``.
+The OpenAI-compatible client (vLLM, llama.cpp, hosted APIs) is the backend for
 ``http``/``https`` URLs. Another backend is one module: a class with those members,
 registered for a URL scheme,
 
@@ -10,8 +11,9 @@ registered for a URL scheme,
     class MyBackend:
         def __init__(self, cfg: ClientConfig, cache: RequestCache): ...
 
-and then ``--base-url mine://anything --model NAME`` routes every request to it. A package
-can also offer one through the ``curate.backends`` entry-point group (name = the scheme).
+and then ``--base-url mine://anything --model NAME`` routes every request to it. Backends are
+the ``BACKENDS`` registry, keyed by scheme (any case); a package offers one through the
+``curate.backends`` entry-point group (name = the scheme; docs/extend.md).
 """
 
 from __future__ import annotations
@@ -19,18 +21,20 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from curate.core.errors import CurateError
+from curate.core.registry import Registry
 from curate.llm.cache import RequestCache
 from curate.llm.client import Answer, ClientConfig, LLMClient
 from curate.llm.embedded import EmbeddedServer
 
 
 class Backend(Protocol):
+    cfg: ClientConfig  # as it was built with: generate names cfg.model and sends cfg.concurrency at once per URL
     requests_sent: int
 
     async def ask_json(self, messages: list[dict[str, str]], schema: dict[str, Any], params: dict[str, Any],
@@ -39,51 +43,61 @@ class Backend(Protocol):
     async def close(self) -> None: ...
 
 
-BACKENDS: dict[str, Callable[[ClientConfig, RequestCache], Backend]] = {"http": LLMClient, "https": LLMClient}
+BackendFactory = Callable[[ClientConfig, RequestCache], Backend]
+BACKENDS: Registry[BackendFactory] = Registry("LLM backend", "curate.backends", normalize=str.lower)
+register_backend = BACKENDS.register  # @register_backend("mine") on the class (see the module docstring)
+register_backend("http", LLMClient)
+register_backend("https", LLMClient)
 
 
-def register_backend(scheme: str):
-    """Route ``--base-url SCHEME://...`` to the decorated class (see the module docstring)."""
-    def deco(factory):
-        BACKENDS[scheme.lower()] = factory
-        return factory
-
-    return deco
-
-
-def open_backend(cfg: ClientConfig, cache: RequestCache) -> Backend:
-    """The backend for the run's URLs (they all share one scheme)."""
-    schemes = {urlsplit(u).scheme.lower() for u in cfg.base_urls}
+def backend_for(base_urls) -> BackendFactory:
+    """The backend registered for the URLs' scheme (they all share one)."""
+    schemes = {urlsplit(u).scheme.lower() for u in base_urls}
     if len(schemes) != 1:
         raise CurateError(f"--base-url: one kind of backend per run, got {', '.join(sorted(schemes))}")
     scheme = schemes.pop()
     if scheme not in BACKENDS:
-        from importlib.metadata import entry_points
+        raise CurateError(f"--base-url: no backend for {scheme or 'a URL without a scheme'}://"
+                          f"{BACKENDS.hint(scheme) if scheme else ''} (known: {', '.join(BACKENDS.names())})")
+    return BACKENDS.get(scheme)
 
-        for ep in entry_points(group="curate.backends"):
-            if ep.name.lower() == scheme:
-                BACKENDS[scheme] = ep.load()
-    if scheme not in BACKENDS:
-        raise CurateError(f"--base-url: no backend for {scheme or 'a URL without a scheme'}:// "
-                          f"(known: {', '.join(sorted(BACKENDS))})")
-    return BACKENDS[scheme](cfg, cache)
+
+def open_backend(cfg: ClientConfig, cache: RequestCache) -> Backend:
+    """The backend for the run's URLs."""
+    return backend_for(cfg.base_urls)(cfg, cache)
 
 REMOTE_CONCURRENCY = 256  # per server: about what one vLLM instance batches at once
 
 
 @dataclass
 class LLMOptions:
-    base_urls: tuple[str, ...] = ()
-    model: str | None = None
-    api_key: str | None = None
-    model_path: str | None = None
-    concurrency: int | None = None
-    timeout: float = 600.0
-    max_retries: int = 6
-    max_reasks: int = 2
-    backoff_base: float = 1.0
-    cache: str | None = None
-    parallel: int = 4  # embedded server slots
+    """Which model answers and how requests are sent: every LLM-driven command's options (the
+    command line builds them from these fields, ``curate.cli.options``)."""
+
+    base_urls: tuple[str, ...] = field(default=(), metadata={
+        "flag": "--base-url", "metavar": "URL",
+        "help": "OpenAI-compatible server (vLLM, ...); repeat to spread requests over several. "
+                "Default: $OPENAI_BASE_URL, else the embedded CPU model."})
+    model: str | None = field(default=None, metadata={
+        "help": "Model name the server serves (required with --base-url)."})
+    api_key: str | None = field(default=None, metadata={
+        "envvar": "OPENAI_API_KEY", "help": "API key for the server; read from the environment, never logged."})
+    model_path: str | None = field(default=None, metadata={
+        "path": "file", "help": "Serve this GGUF file on the CPU instead of the bundled model."})
+    concurrency: int | None = field(default=None, metadata={
+        "min": 1, "help": "Requests in flight per server (default: 256 for servers, the slot count embedded)."})
+    timeout: float = field(default=600.0, metadata={
+        "min": 0.1, "help": "Seconds before a request counts as timed out."})
+    max_retries: int = field(default=6, metadata={
+        "min": 0, "help": "Retries of a request after 429/5xx/timeouts/dropped connections."})
+    max_reasks: int = field(default=2, metadata={
+        "min": 0, "help": "New asks after an answer that is not valid JSON, fails the schema, or is cut off."})
+    backoff_base: float = field(default=1.0, metadata={
+        "min": 0.0, "help": "First retry delay in seconds (doubles each retry, with jitter)."})
+    cache: str | None = field(default=None, metadata={
+        "path": "file", "help": "Request cache file (default: OUT/.cache/llm.sqlite)."})
+    parallel: int = field(default=4, metadata={  # embedded server slots
+        "min": 1, "help": "Slots of the embedded server (sequences decoded together)."})
 
 
 @contextmanager
@@ -94,6 +108,8 @@ def llm_backend(opts: LLMOptions, out_dir: Path) -> Iterator[tuple[ClientConfig,
     base_urls = read_urls(opts.base_urls)  # a file of URLs (curate serve --replicas) gives its lines
     if not base_urls and os.environ.get("OPENAI_BASE_URL"):
         base_urls = [os.environ["OPENAI_BASE_URL"]]
+    if base_urls:
+        backend_for(base_urls)  # an unknown scheme stops the run before anything starts
     api_key = opts.api_key or os.environ.get("OPENAI_API_KEY")
     cache = RequestCache(opts.cache or Path(out_dir) / ".cache" / "llm.sqlite")
     server = None

@@ -29,7 +29,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from curate.embed.cache import default_cache_dir
@@ -176,10 +176,49 @@ def vllm_command(runtime: Runtime, model: str, served_name: str, port: int | str
     return cmd + list(extra)
 
 
-def serve(model: str | None, port: int, max_num_seqs: int, tensor_parallel: int, max_model_len: int | None,
-          extra: tuple[str, ...], start_timeout: float, vllm_python: str | None = None, embed: bool = False,
-          replicas: int = 1, urls_file: str | None = None, server_command: str | None = None,
-          ray_address: str | None = None, gpus_per_replica: float = 0.0) -> None:
+@dataclass(kw_only=True)
+class ServeOptions:
+    """What ``curate serve`` takes (its options are built from these fields)."""
+
+    model: str | None = field(default=None, metadata={
+        "help": "Hugging Face model name or folder, or a GGUF file (converted once). Default: the bundled model."})
+    vllm_python: str | None = field(default=None, metadata={
+        "path": "file", "envvar": "CURATE_VLLM_PYTHON",
+        "help": "Python of the environment vLLM is installed in  [default: this one, else ./.venv-vllm from "
+                "`make vllm`]."})
+    port: int = field(default=8000, metadata={"min": 1, "max": 65535})
+    max_num_seqs: int = field(default=256, metadata={
+        "min": 1, "help": "Sequences vLLM decodes at once; match curate's --concurrency."})
+    tensor_parallel_size: int = field(default=1, metadata={"min": 1})
+    max_model_len: int | None = field(default=None, metadata={
+        "min": 256, "help": "Context length cap (saves KV memory)  [default: the model's; 4096 on the CPU build]."})
+    start_timeout: float = field(default=1800.0, metadata={"min": 1})
+    embed: bool = field(default=False, metadata={
+        "help": "Serve an embedding model (/v1/embeddings) for --teacher openai:NAME; with no --model, the "
+                "bundled all-MiniLM-L6-v2."})
+    replicas: int = field(default=1, metadata={
+        "min": 1, "help": "Servers to run as Ray actors (one GPU each with --gpus-per-replica 1); their URLs go "
+                          "to --urls-file, which --base-url and --teacher-base-url take; a replica that dies is "
+                          "restarted."})
+    urls_file: str = field(default="replicas.txt", metadata={
+        "path": "file", "help": "Where --replicas writes the servers' URLs, one a line."})
+    server_command: str | None = field(default=None, metadata={
+        "metavar": "TEMPLATE",
+        "help": "Each replica runs this OpenAI-compatible server instead of vLLM; {host} and {port} are its "
+                "own, {python} this Python."})
+    ray_address: str | None = field(default=None, metadata={
+        "help": "A Ray cluster to start the replicas on ('auto': this machine's)."})
+    gpus_per_replica: float = field(default=0.0, metadata={"min": 0.0})
+    vllm_args: tuple[str, ...] = field(default=(), metadata={  # after `--`: passed to vLLM unchanged
+        "argument": True, "unprocessed": True})
+
+
+def serve(opts: ServeOptions) -> None:
+    """Start vLLM (or ``opts.replicas`` servers on Ray) and wait until stopped."""
+    model, port, max_num_seqs, max_model_len = opts.model, opts.port, opts.max_num_seqs, opts.max_model_len
+    tensor_parallel, extra, vllm_python = opts.tensor_parallel_size, tuple(opts.vllm_args), opts.vllm_python
+    embed, replicas, urls_file, server_command = opts.embed, opts.replicas, opts.urls_file, opts.server_command
+    start_timeout, ray_address, gpus_per_replica = opts.start_timeout, opts.ray_address, opts.gpus_per_replica
     if replicas > 1 or server_command:
         from curate.core.executor import Executor
         from curate.llm.replicas import serve_replicas

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from curate.core.errors import CurateError
-from curate.core.jsonl import atomic_write_json, atomic_write_jsonl
+from curate.core.jsonl import atomic_write_jsonl
 from curate.core.params import range_problem
 from curate.core.runner import REJECTED
+from curate.core.stage import REPORT, Stage, run_stage
 from curate.mine import report as rep
 from curate.mine.ensemble import ENSEMBLES, Pick, assign_cross, interleave
 from curate.negatives.search import SearchIndex
@@ -28,7 +29,7 @@ from curate.mine.sampling import STRATEGIES
 from curate.core.records import Negative, Positive, Record, TeacherScores
 
 MINED = "mined.jsonl"
-REPORT = "mine_report.json"
+LEGACY_REPORT = "mine_report.json"  # report.json's name before the stage contract: a copy for one release
 def _config(opts: MineOptions) -> MineConfig:
     from curate.negatives.presets import load_preset_module
 
@@ -93,7 +94,7 @@ def _record(item: MineItem, picks: list[Pick], mined_by: dict[int, Mined], inp: 
         teachers={models[t]: {"positive": float(m.lowest_positive)} for t, m in sorted(mined_by.items())}
         if len(mined_by) > 1 else None)
     mine_meta: dict[str, Any] = {
-        "method": cfg.method.name, "params": cfg.method.params(), "k": cfg.k, "sample": cfg.sample,
+        "method": cfg.method.name, "params": cfg.method.record_params(), "k": cfg.k, "sample": cfg.sample,
         "ranks": [int(p.rank) for p in picks],
         "doc_ids": [corpus.doc_id(p.doc) for p in picks],
         "depth": max(m.depth for m in mined_by.values()),
@@ -137,7 +138,7 @@ def run_mine(opts: MineOptions, teachers=None, rescorer=None) -> dict[str, Any]:
         raise CurateError("several --teacher need --ensemble intra or --ensemble cross")
     params = {k: v for k, v in asdict(opts).items() if k != "out"}
     inputs = [opts.data, opts.qrels, opts.pairs, opts.records, opts.corpus, opts.check_qrels]
-    with open_run("mine", opts.out, params, inputs, writes=(MINED, REPORT, REJECTED)) as run:
+    with open_run("mine", opts.out, params, inputs, writes=(MINED, REPORT, LEGACY_REPORT, REJECTED)) as run:
         report = _mine(opts, cfg, run, teachers, rescorer)
         run.counts.update({"queries_in": report["queries_in"], "records_out": report["queries_out"],
                            "negatives": report["negatives"]})
@@ -280,30 +281,51 @@ def _mine(opts: MineOptions, cfg: MineConfig, run, teachers, rescorer) -> dict[s
     timings["write_s"] = time.perf_counter() - t
     report["timings"] = {k: round(v, 2) for k, v in timings.items()}
     report["wall_seconds"] = round(time.perf_counter() - started, 2)
-    atomic_write_json(out_dir / REPORT, report)
+    run.write_report(report, legacy=LEGACY_REPORT)
     return report
 
 
 def mine_main(opts: MineOptions) -> dict[str, Any]:
-    from curate.progress import console
+    """Run the mine stage through the one runner, which prints its summary."""
+    return run_stage(STAGE, opts)[0]
 
-    report = run_mine(opts)
+
+def summary(report: dict[str, Any], out: Path) -> list[str]:
+    """What a run mined, where it fell short, and where it wrote."""
+    lines = []
     neg = report["negatives_per_query"]["mean"]
-    console.print(f"mine ({report['method']['name']}): {report['queries_out']}/{report['queries_in']} queries "
+    lines.append(f"mine ({report['method']['name']}): {report['queries_out']}/{report['queries_in']} queries "
                   f"written, {report['negatives']} negatives ({neg:.2f} per query), "
                   f"{report['queries_short']} with fewer than {report['k']}")
     for reason, n in report["short_reasons"].items():
-        console.print(f"  short: {reason}: {n}")
+        lines.append(f"  short: {reason}: {n}")
     gate = report["positive_gate"]
     if gate["queries_dropped"]:
-        console.print(f"  dropped {gate['queries_dropped']}: positive ranked below {gate['positive_top']} by the teacher")
+        lines.append(f"  dropped {gate['queries_dropped']}: positive ranked below {gate['positive_top']} by the teacher")
     fn = report.get("false_negatives")
     if fn and fn["rate"] is not None:
-        console.print(f"false negatives against {fn['qrels']}: {fn['false_negatives']}/{fn['negatives_checked']} "
+        lines.append(f"false negatives against {fn['qrels']}: {fn['false_negatives']}/{fn['negatives_checked']} "
                       f"= {fn['rate']:.2%} ({fn['queries_checked']} queries checked)")
     for t in report["teachers"]:
         if t.get("queries"):
-            console.print(f"teacher {t['model']}: {t['texts_encoded']} texts encoded, {t['cache_hits']} from cache")
+            lines.append(f"teacher {t['model']}: {t['texts_encoded']} texts encoded, {t['cache_hits']} from cache")
     extra = ", rejected.jsonl" if "rejected" in report["outputs"] else ""
-    console.print(f"wrote {Path(opts.out) / MINED}, {REPORT}{extra} and run.json in {report['wall_seconds']:.1f}s")
-    return report
+    lines.append(f"wrote {out / MINED}, {REPORT}{extra} and run.json in {report['wall_seconds']:.1f}s")
+    return lines
+
+
+def funnel(report: dict[str, Any], folder: Path) -> dict[str, Any]:
+    return {"records_in": report["queries_in"], "records": report["queries_out"], "negatives": report["negatives"],
+            "negatives_per_record": report["negatives_per_query"]["mean"],
+            "plots": [str(folder / p) for p in report.get("plots", [])]}
+
+
+def funnel_lines(m: dict[str, Any]) -> list[tuple[str, str]]:
+    return [("mine", f"{m['records']} of {m['records_in']} records mined, {m['negatives']} negatives "
+                     f"({m['negatives_per_record']:.2f} per record)")]
+
+
+STAGE = Stage("mine", MineOptions, run_mine, reads=("data", "qrels", "pairs", "records", "corpus", "check_qrels",
+                                               "preset_modules"),
+              writes={"records": MINED, "drops": REJECTED}, summary=summary, funnel=funnel,
+              funnel_lines=funnel_lines)

@@ -5,6 +5,7 @@ the presets (``Knobs``) declare their own parts."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from curate.core.executor import Executor
 from curate.negatives.knobs import Knobs
@@ -14,19 +15,31 @@ from curate.negatives.knobs import Knobs
 class SearchSettings:
     """How the loop searches and chooses; ``MineOptions`` builds on this same list."""
 
-    k: int = field(default=4, metadata={"min": 1})  # negatives per query
-    sample: str = "top"  # how the k are chosen among the valid candidates (mine.sampling)
-    pool: int = field(default=10, metadata={"min": 1})  # sampling pool: the first N valid candidates
-    temperature: float = field(default=0.05, metadata={"min": 0.0, "min_open": True})  # softmax / top1+ temperature
-    seed: int = 0  # seed of the per-query generators
+    k: int = field(default=4, metadata={  # negatives per query
+        "flag": "--num-negatives", "short": "-k", "min": 1, "help": "Negatives per query."})
+    # how the k are chosen among the valid candidates (mine.sampling)
+    sample: Literal["top", "uniform", "softmax", "top1+"] = field(default="top", metadata={
+        "help": "How the k negatives are chosen among the valid candidates."})
+    pool: int = field(default=10, metadata={  # sampling pool: the first N valid candidates
+        "min": 1, "help": "Sampling pool: the first N valid candidates."})
+    temperature: float = field(default=0.05, metadata={  # softmax / top1+ temperature
+        "min": 0.0, "min_open": True, "help": "softmax / top1+ temperature."})
+    seed: int = field(default=0, metadata={"help": "Seed of the per-query generators."})
     # candidates retrieved first; queries short of valid ones are searched deeper
-    depth: int = field(default=100, metadata={"min": 1})
-    max_depth: int | None = field(default=None, metadata={"min": 1})  # deepest search (None: the whole corpus)
-    positive_choice: str = "first"  # or "teacher": the tied top-relevance positive the teacher scores highest
+    depth: int = field(default=100, metadata={
+        "min": 1, "help": "Candidates retrieved first; queries short of valid ones are searched deeper."})
+    max_depth: int | None = field(default=None, metadata={  # deepest search (None: the whole corpus)
+        "min": 1, "help": "Deepest search (default: the whole corpus)."})
+    # or "teacher": the tied top-relevance positive the teacher scores highest
+    positive_choice: Literal["first", "teacher"] = field(default="first", metadata={
+        "help": "The record's positive among a query's equally relevant ones: the first listed, or the one "
+                "the teacher scores highest."})
     # The positive-aware threshold's positive: "lowest" of all the query's labelled positives
     # (safe for each of them), or the "record"'s own positive, the one it trains on (as
     # sentence-transformers does per pair); labelled positives are excluded by id either way.
-    anchor: str = "lowest"
+    anchor: Literal["lowest", "record"] = field(default="lowest", metadata={
+        "help": "The positive score percpos/marginpos thresholds use: the query's lowest labelled positive, "
+                "or the record's own positive."})
 
 
 DEFAULT_TASK = "Given a query, retrieve relevant documents."
@@ -37,43 +50,73 @@ class MineOptions(SearchSettings, Knobs):
     """Everything ``curate mine`` takes. The search settings (``SearchSettings``) and the
     preset's knobs (``Knobs``) are declared once, where they are used, and inherited here."""
 
-    out: str
+    out: str = field(metadata={"path": "dir", "help": "Folder for mined.jsonl, mine_report.json and plots."})
     # input (exactly one of data / pairs / records / hf)
-    data: str | None = None
-    split: str = "train"
-    qrels: str | None = None
-    min_relevance: int = 1
-    pairs: str | None = None
-    records: str | None = None
-    hf: str | None = None
-    hf_split: str = "train"
-    hf_config: str | None = None
-    query_column: str | None = None
-    positive_column: str | None = None
-    id_column: str | None = None
-    corpus: str | None = None
-    limit: int | None = field(default=None, metadata={"min": 1})
+    data: str | None = field(default=None, metadata={
+        "path": "dir", "help": "BEIR folder (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv)."})
+    split: str = field(default="train", metadata={"help": "Qrels split of --data."})
+    qrels: str | None = field(default=None, metadata={
+        "help": "Qrels file to use with --data instead of qrels/SPLIT.tsv."})
+    min_relevance: int = field(default=1, metadata={"help": "Qrels relevance that makes a document a positive."})
+    pairs: str | None = field(default=None, metadata={
+        "path": "file",
+        "help": 'JSONL of {"query": ..., "positive": text or [texts]}; same query text = one query.'})
+    records: str | None = field(default=None, metadata={
+        "flag": "--in", "path": "file", "help": "curate records: mined negatives are added to the ones they have."})
+    hf: str | None = field(default=None, metadata={
+        "help": "Hugging Face dataset: hub name, save_to_disk folder or local data file."})
+    hf_split: str = field(default="train", metadata={"help": "Split of --hf."})
+    hf_config: str | None = field(default=None, metadata={"help": "Dataset configuration name."})
+    query_column: str | None = field(default=None, metadata={"help": "Query column of --hf (default: the first)."})
+    positive_column: str | None = field(default=None, metadata={
+        "help": "Positive column of --hf, text or list (default: the second)."})
+    id_column: str | None = field(default=None, metadata={"help": "Query id column of --hf (for --check-qrels)."})
+    corpus: str | None = field(default=None, metadata={
+        "path": "file",
+        "help": "Documents to mine from (JSONL with 'text'; BEIR corpus.jsonl works). Default: the positives."})
+    limit: int | None = field(default=None, metadata={"min": 1, "help": "Mine only the first N queries."})
     # teachers
-    teachers: tuple[str, ...] = ()
-    query_prompt: str | None = None
-    doc_prompt: str | None = None
-    batch_size: int = field(default=64, metadata={"min": 1})
-    ensemble: str | None = None
-    ensemble_dedup: bool = False
-    cross_assign: str = "hash"
-    cross_encoder: str | None = None
+    teachers: tuple[str, ...] = field(default=(), metadata={
+        "flag": "--teacher",
+        "help": "Embedding model (sentence-transformers name or path, or openai:MODEL served at "
+                "--teacher-base-url); repeat for an ensemble. Default: the bundled all-MiniLM-L6-v2."})
+    query_prompt: str | None = field(default=None, metadata={"help": "Prefix for queries given to the teacher(s)."})
+    doc_prompt: str | None = field(default=None, metadata={"help": "Prefix for documents given to the teacher(s)."})
+    batch_size: int = field(default=64, metadata={"min": 1, "help": "Texts the teachers encode at a time."})
+    ensemble: Literal["intra", "cross"] | None = field(default=None, metadata={
+        "help": "Combine several teachers: intra = one negative per teacher in turn; cross = one teacher per "
+                "query."})
+    ensemble_dedup: bool = field(default=False, metadata={
+        "flag": "--ensemble-dedup/--no-ensemble-dedup", "help": "intra: skip a document another teacher already gave."})
+    cross_assign: Literal["hash", "roundrobin"] = field(default="hash", metadata={
+        "help": "cross: how queries are dealt to the teachers."})
+    cross_encoder: str | None = field(default=None, metadata={
+        "help": "Rescore candidates with this CrossEncoder before thresholds."})
     # method (its knobs: Knobs) and search (SearchSettings)
-    method: str = "percpos"
-    preset_modules: tuple[str, ...] = ()
-    index: str = "flat"
-    nprobe: int = field(default=16, metadata={"min": 1})  # ivf: lists visited
-    ef_search: int = field(default=128, metadata={"min": 1})  # hnsw: efSearch
+    method: str = field(default="percpos", metadata={
+        "help_names": {"presets": "curate.negatives.presets:PRESETS"},
+        "help": "Mining preset: {presets}, or one from --preset-module."})
+    preset_modules: tuple[str, ...] = field(default=(), metadata={
+        "flag": "--preset-module", "path": "file",
+        "help": "Python file of @preset functions (curate.negatives.presets) to add mining methods."})
+    index: Literal["flat", "ivf", "hnsw"] = field(default="flat", metadata={
+        "help": "FAISS index: flat is exact; ivf and hnsw are approximate, for large corpora."})
+    nprobe: int = field(default=16, metadata={"min": 1, "help": "ivf: lists visited."})
+    ef_search: int = field(default=128, metadata={"min": 1, "help": "hnsw: efSearch."})
     # output
-    task_text: str = DEFAULT_TASK
-    levels: bool = False
-    min_negatives: int | None = field(default=None, metadata={"min": 0})
+    task_text: str = field(default=DEFAULT_TASK, metadata={"help": "Task instruction of new records."})
+    levels: bool = field(default=False, metadata={
+        "flag": "--levels/--no-levels", "help": "Give mined negatives levels 1-4 by position (hardest first)."})
+    min_negatives: int | None = field(default=None, metadata={
+        "min": 0, "help": "Write only queries with at least this many mined negatives (default 1; 0 with --in)."})
     # >0: drop queries whose own positive the teacher ranks below this (Linq used 10)
-    positive_top: int = field(default=0, metadata={"min": 0})
-    check_qrels: str | None = None
+    positive_top: int = field(default=0, metadata={
+        "min": 0, "help": "Drop queries whose own positive the teacher ranks below this rank (Linq's teacher "
+                          "filter; 0: no gate)."})
+    check_qrels: str | None = field(default=None, metadata={
+        "help": "BEIR qrels the miner did not see: report the share of negatives they call relevant."})
     plots: bool = True
-    executor: Executor = field(default_factory=Executor)  # where teachers encode; on Ray, one corpus shard a worker
+    # where teachers encode; on Ray, one corpus shard a worker
+    executor: Executor = field(default_factory=Executor, metadata={
+        "help_vars": {"what": "the teachers' encoding and the search (one shard of the corpus a worker)",
+                      "unit": "shards"}})

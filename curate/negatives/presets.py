@@ -1,16 +1,18 @@
 """Named mining methods: each is a preset of ``Thresholds`` (``curate.negatives.select``).
 
-A preset names the knobs it takes (``--margin``, ``--max-score``, ``--shift``, ``--rank-min``,
-``--rank-max``) with their defaults, checks their values (within the ranges ``Knobs`` declares
-for every preset, and its own, e.g. ``Ceiling.percent`` for percpos), and turns them into thresholds;
+A preset names the knobs it takes (``--relative-margin``, ``--absolute-margin``, ``--max-score``,
+``--shift``, ``--range-min``, ``--range-max``: ``curate.negatives.knobs``) with their defaults, checks
+their values (within the ranges ``Knobs`` declares for every preset, and its own, e.g. window's
+``range_min < range_max``), and turns them into thresholds;
 ``--min-score`` (a floor) goes with every preset. A new preset is one function:
 
     @preset("topk-floor", {"max_score": 0.8})
     def topk_floor(knobs):
         return Thresholds(max_score=knobs["max_score"], min_score=0.2)
 
-and ``curate mine --method topk-floor`` uses it once its module is imported (a shipped preset
-is imported below; a user's with ``curate mine --preset-module file.py``).
+and ``curate mine --method topk-floor`` uses it once its module is imported: presets live in the
+``PRESETS`` registry, which holds the shipped ones (below), a plugin's (a module named in the
+``curate.presets`` entry-point group) and a user's file's (``curate mine --preset-module file.py``).
 
 The shipped ones are NV-Retriever's methods with their best settings (Table 3 of the paper).
 """
@@ -19,14 +21,16 @@ from __future__ import annotations
 
 import importlib.util
 import math
-from collections.abc import Callable, Mapping
+import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from curate.core.errors import CurateError
 from curate.core.params import field_range, range_problem
-from curate.negatives.knobs import KNOBS, Ceiling, Knobs
+from curate.core.registry import Registry
+from curate.negatives.knobs import DEPRECATED, KNOBS, Ceiling, Knobs, translate_deprecated
 from curate.negatives.select import Thresholds
 
 
@@ -38,7 +42,8 @@ class Preset:
     check: Callable[[dict[str, Any]], str | None] | None = None  # an error text, or None when fine
 
 
-PRESETS: dict[str, Preset] = {}
+PRESETS: Registry[Preset] = Registry("mining method", "curate.presets", builtin=("curate.negatives.presets",),
+                                     normalize=str.lower)
 
 
 def preset(name: str, defaults: dict[str, Any] | None = None,
@@ -49,7 +54,7 @@ def preset(name: str, defaults: dict[str, Any] | None = None,
         raise ValueError(f"preset {name}: unknown knob(s) {', '.join(sorted(unknown))} (known: {', '.join(KNOBS)})")
 
     def deco(build: Callable[[dict[str, Any]], Thresholds]):
-        PRESETS[name] = Preset(name, build, dict(defaults or {}), check)
+        PRESETS.register(name, Preset(name, build, dict(defaults or {}), check))
         return build
 
     return deco
@@ -78,17 +83,33 @@ class Method(Knobs):
     @classmethod
     def make(cls, name: str, margin: float | None = None, max_score: float | None = None,
              shift: int | None = None, rank_min: int | None = None, rank_max: int | None = None,
-             min_score: float | None = None) -> Method:
-        """The preset ``name`` with its defaults filled in and its knobs checked (``CurateError``)."""
+             min_score: float | None = None, *, relative_margin: float | None = None,
+             absolute_margin: float | None = None, range_min: int | None = None,
+             range_max: int | None = None) -> Method:
+        """The preset ``name`` with its defaults filled in and its knobs checked (``CurateError``).
+        The deprecated ``margin``, ``rank_min`` and ``rank_max`` (kept in their old places, so a
+        call by position still means what it did) are translated (``knobs.translate_deprecated``),
+        with one line on stderr saying what to write instead."""
         name = name.lower()
-        if name not in PRESETS:
-            raise CurateError(f"unknown mining method {name!r} (choose from {', '.join(PRESETS)})")
-        p = PRESETS[name]
-        given = {"margin": margin, "max_score": max_score, "shift": shift, "rank_min": rank_min,
-                 "rank_max": rank_max}
+        p = PRESETS.get(name, where="--method")
+        given, notes = translate_deprecated(name, p.defaults, {
+            "relative_margin": relative_margin, "absolute_margin": absolute_margin, "max_score": max_score,
+            "shift": shift, "range_min": range_min, "range_max": range_max, "margin": margin,
+            "rank_min": rank_min, "rank_max": rank_max})
+        try:
+            method = cls._filled(name, p, given, min_score)
+        except CurateError as e:  # name the spelling the user gave, in the same one line
+            raise CurateError(f"{e} ({'; '.join(notes)})" if notes else str(e)) from None
+        if notes:
+            print("curate: " + "; ".join(notes), file=sys.stderr)
+        return method
+
+    @classmethod
+    def _filled(cls, name: str, p: Preset, given: dict[str, Any], min_score: float | None) -> Method:
         for knob, value in given.items():
             if value is not None and knob not in p.defaults:
-                takers = [n for n, q in PRESETS.items() if knob in q.defaults]
+                names = {knob, *DEPRECATED.get(knob, ())}
+                takers = [n for n, q in PRESETS.items() if names & set(q.defaults)]
                 raise CurateError(f"--{knob.replace('_', '-')} applies to {' and '.join(takers) or 'no method'}, "
                                   f"not {name}")
         knobs = {k: (p.defaults[k] if given[k] is None else given[k]) for k in p.defaults}
@@ -120,8 +141,21 @@ class Method(Knobs):
         return self.thresholds.short_reason(scores, pos, k, whole_corpus)
 
     def params(self) -> dict:
-        """The knobs as given and defaulted (what reports and records show)."""
+        """The knobs as given and defaulted (what reports show)."""
         return {k: getattr(self, k) for k in (*KNOBS, "min_score") if getattr(self, k) is not None}
+
+    def record_params(self) -> dict:
+        """The knobs under the names records have carried since schema 3 (``margin``: percpos's
+        share or marginpos's gap; ``rank_min``/``rank_max``: the first and last rank kept), so a
+        record is byte for byte what it was before the thresholds took sentence-transformers'
+        names; reports use the new names."""
+        old = {"relative_margin": ("margin", lambda r: round(1 - r, 12)), "absolute_margin": ("margin", None),
+               "range_min": ("rank_min", lambda n: n + 1), "range_max": ("rank_max", None)}
+        shown = {}
+        for k, v in self.params().items():
+            name, convert = old.get(k, (k, None))
+            shown[name] = convert(v) if convert else v
+        return shown
 
 
 # --------------------------------------------------------------------------- NV-Retriever's methods
@@ -133,33 +167,24 @@ def naive(knobs: dict[str, Any]) -> Thresholds:
     return Thresholds()
 
 
-def _within(knob: str, method: str, meaning: str, meta: Mapping[str, Any]) -> Callable[[dict[str, Any]], str | None]:
-    """A preset's check that ``knob`` lies in the range declared for what it means there."""
-
-    def check(knobs: dict[str, Any]) -> str | None:
-        problem = range_problem(meta, knobs[knob])
-        if problem is None:
-            return None
-        return f"--{knob.replace('_', '-')} {knobs[knob]:g}: {method} takes {meaning}, which {problem}"
-
-    return check
-
-
 @preset("shift", {"shift": 10})
 def shift(knobs: dict[str, Any]) -> Thresholds:
-    """All but the first ``shift`` candidates (Top-K shifted by N)."""
+    """All but the first ``shift`` candidates (Top-K shifted by N): sentence-transformers'
+    ``range_min`` N with no ``range_max``."""
     return Thresholds(rank_min=int(knobs["shift"]) + 1) if knobs["shift"] else Thresholds()
 
 
 def _check_window(knobs: dict[str, Any]) -> str | None:
-    lo, hi = knobs["rank_min"], knobs["rank_max"]
-    return None if 1 <= lo <= hi else f"--rank-min {lo} / --rank-max {hi}: need 1 <= min <= max"
+    lo, hi = knobs["range_min"], knobs["range_max"]
+    return None if 0 <= lo < hi else f"--range-min {lo} / --range-max {hi}: need 0 <= range-min < range-max"
 
 
-@preset("window", {"rank_min": 30, "rank_max": 100}, _check_window)  # SFR-Embedding / Linq's window
+# SFR-Embedding / Linq's window, ranks 30..100: the first 29 candidates skipped
+@preset("window", {"range_min": 29, "range_max": 100}, _check_window)
 def window(knobs: dict[str, Any]) -> Thresholds:
-    """Candidates ranked ``rank_min`` .. ``rank_max``."""
-    return Thresholds(rank_min=int(knobs["rank_min"]), rank_max=int(knobs["rank_max"]))
+    """Candidates ranked ``range_min + 1`` .. ``range_max`` (1-based): the first ``range_min``
+    skipped, none deeper than ``range_max``, as sentence-transformers counts them."""
+    return Thresholds(rank_min=int(knobs["range_min"]) + 1, rank_max=int(knobs["range_max"]))
 
 
 @preset("abs", {"max_score": 0.7})
@@ -168,15 +193,16 @@ def absolute(knobs: dict[str, Any]) -> Thresholds:
     return Thresholds(max_score=float(knobs["max_score"]))
 
 
-@preset("marginpos", {"margin": Ceiling.margin},
-        _within("margin", "marginpos", "a gap below the positive's score", field_range(Ceiling, "margin")))
+@preset("marginpos", {"absolute_margin": Ceiling.margin})
 def marginpos(knobs: dict[str, Any]) -> Thresholds:
-    """Candidates scoring at most ``pos - margin`` (TopK-MarginPos)."""
-    return Thresholds(margin=float(knobs["margin"]))
+    """Candidates scoring at most ``pos - absolute_margin`` (TopK-MarginPos)."""
+    return Thresholds(margin=float(knobs["absolute_margin"]))
 
 
-@preset("percpos", {"margin": Ceiling.percent},
-        _within("margin", "percpos", "a share of the positive's score", field_range(Ceiling, "percent")))
+@preset("percpos", {"relative_margin": 0.05})  # the share 0.95 of NV-Retriever's best setting
 def percpos(knobs: dict[str, Any]) -> Thresholds:
-    """Candidates scoring at most ``percent`` of the positive's score (TopK-PercPos)."""
-    return Thresholds(percent=float(knobs["margin"]))
+    """Candidates scoring at most ``pos - |pos| * relative_margin`` (TopK-PercPos: the share
+    ``1 - relative_margin`` of a positive ``pos``). The ceiling takes ``round(1 - percent, 12)``,
+    which gives back ``relative_margin`` itself (to 12 places), so the floats are the ones the
+    share gave before the rename."""
+    return Thresholds(percent=1.0 - float(knobs["relative_margin"]))

@@ -13,11 +13,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from curate.export.formats import register_format
 from curate.export.formats.common import atomic_path, doc_ids, id_tables, query_id, split_indices, split_title
+from curate.export.formats.usage import Settings
 from curate.export.rows import ExportRow
 from curate.core.jsonl import atomic_write_jsonl
 
 
+def usage(s: Settings, where: str) -> str:
+    return (f"**BEIR** (`{where}`): `curate eval --data {where} --split dev`, or any "
+            "BEIR/MTEB tool, on the held-out split.")
+
+
+@register_format("beir", usage, order=6)
 def write_beir(rows: list[ExportRow], out_dir: Path, card: dict) -> list[Path]:
     out_dir = Path(out_dir)
     docs, queries = id_tables(rows)

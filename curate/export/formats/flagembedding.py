@@ -33,8 +33,9 @@ from pathlib import Path
 from curate.core.jsonl import atomic_write_jsonl
 from curate.export.formats.common import (SCORE_TEMPERATURE, fill_negatives, raw_document, require_negatives,
                                           safe_name, split_indices, teacher_scores)
+from curate.export.formats import register_format
 from curate.export.formats.card import write_format_card
-from curate.export.formats.usage import format_card_text
+from curate.export.formats.usage import Settings, format_card_text
 from curate.export.rows import ExportRow
 
 NO_IN_BATCH = ("classification", "clustering")
@@ -51,6 +52,22 @@ def file_stem(task_type: str) -> str:
     return safe_name(task_type) + ("-no_in_batch_neg" if task_type in NO_IN_BATCH else "")
 
 
+def usage(s: Settings, where: str) -> str:
+    return f"""**FlagEmbedding** (`{where}`):
+```bash
+torchrun --nproc_per_node 1 -m FlagEmbedding.finetune.embedder.encoder_only.base \\
+    --model_name_or_path BASE_MODEL --train_data {where} \\
+    --train_group_size {s.group_size} --query_max_len {s.query_max_len} --passage_max_len {s.passage_max_len} \\
+    --query_instruction_for_retrieval "" --query_instruction_format "{{}}{{}}" \\
+    --temperature {SCORE_TEMPERATURE}{" --knowledge_distillation True" if s.scored else ""} --output_dir OUT
+```
+""" + (f"The scores are the teacher's cosine / {SCORE_TEMPERATURE}, the student's `--temperature`, so the teacher's "
+       "softmax has the student's sharpness." if s.scored else
+       "Some rows have no teacher scores, so the files train without distillation.")
+
+
+# it reads every JSON file of the folder it is given: a folder of its own, never beside the report
+@register_format("flagembedding", usage, order=2, own_folder=True)
 def write_flagembedding(rows: list[ExportRow], out_dir: Path, card: dict) -> list[Path]:
     require_negatives(rows, "flagembedding")
     out_dir = Path(out_dir)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from curate.export.formats import register_format
 from curate.export.formats.card import write_card
 from curate.export.formats.common import by_split
 from curate.export.formats.parquet import shard_rows, write_shards
@@ -70,6 +71,7 @@ def row_dict(row: ExportRow) -> dict:
     }
 
 
+@register_format("hf", order=0)  # the card's training section: the sentence-transformers layout's instead
 def write_hf(rows: list[ExportRow], out_dir: Path, card: dict) -> list[Path]:
     out_dir = Path(out_dir)
     tables = {split: pa.Table.from_pylist([row_dict(r) for r in part], schema=SCHEMA)

@@ -25,8 +25,9 @@ from pathlib import Path
 
 from curate.core.jsonl import atomic_write_jsonl, atomic_write_text
 from curate.export.formats.common import fill_negatives, id_tables, query_id, require_negatives, split_indices
+from curate.export.formats import register_format
 from curate.export.formats.card import write_format_card
-from curate.export.formats.usage import format_card_text
+from curate.export.formats.usage import Settings, format_card_text
 from curate.export.rows import ExportRow
 
 
@@ -40,6 +41,22 @@ def _lines(rows: list[ExportRow], fmt: str) -> dict[str, list[tuple[str, str, st
             for split, idx in split_indices(rows).items()}
 
 
+def nemo_usage(s: Settings, where: str) -> str:
+    return f"""**NeMo 2.x** (`{where}`; it adds "query: " and "passage: " itself):
+```python
+from nemo.collections.llm.gpt.data.retrieval import CustomRetrievalDataModule
+data = CustomRetrievalDataModule(data_root="{where}/train.json", val_root="{where}/dev.json",
+                                 dataset_kwargs={{"num_hard_negatives": {s.negatives_per_row}}})
+```"""
+
+
+def automodel_usage(s: Settings, where: str) -> str:
+    return (f"**NeMo Automodel** (`{where}`): an inline retrieval dataset on "
+            f"`{where}/train.jsonl` with `n_passages: {s.group_size}`, empty "
+            "query and passage prefixes.")
+
+
+@register_format("nemo", nemo_usage, order=4)
 def write_nemo(rows: list[ExportRow], out_dir: Path, card: dict) -> list[Path]:
     written = []
     for split, lines in _lines(rows, "nemo").items():
@@ -51,6 +68,7 @@ def write_nemo(rows: list[ExportRow], out_dir: Path, card: dict) -> list[Path]:
     return written
 
 
+@register_format("nemo-automodel", automodel_usage, order=5)
 def write_nemo_automodel(rows: list[ExportRow], out_dir: Path, card: dict) -> list[Path]:
     written = []
     for split, lines in _lines(rows, "nemo-automodel").items():

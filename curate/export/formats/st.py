@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from curate.export.formats import register_format
 from curate.export.formats.card import write_card
 from curate.export.formats.common import atomic_path, fill_negatives, split_indices
 from curate.export.formats.parquet import shard_rows, write_shards
+from curate.export.formats.usage import Settings
 from curate.export.rows import ExportRow
 
 SAMPLER_FILE = "sequential_sampler.py"
@@ -48,6 +50,13 @@ batch_sampler=SequentialBatchSampler)`. The texts already carry their instructio
 `prompts` in the training arguments."""
 
 
+def usage(s: Settings, where: str) -> str:
+    return (f"**sentence-transformers** (`{where}`): the card there has the "
+            f"code; `MultipleNegativesRankingLoss`, batch size {s.batch_size}, its sampler keeping the "
+            f"file order, `max_seq_length = {max(s.query_max_len, s.passage_max_len)}`.")
+
+
+@register_format("sentence-transformers", usage, order=1)
 def write_st(rows: list[ExportRow], out_dir: Path, card: dict) -> list[Path]:
     out_dir = Path(out_dir)
     n = max((len(r.negatives) for r in rows), default=0)

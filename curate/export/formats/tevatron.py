@@ -22,11 +22,24 @@ from pathlib import Path
 from curate.core.jsonl import atomic_write_jsonl
 from curate.export.formats.common import (doc_ids, fill_negatives, id_tables, query_id, raw_document,
                                           require_negatives, split_indices, split_title, teacher_scores)
+from curate.export.formats import register_format
 from curate.export.formats.card import write_format_card
-from curate.export.formats.usage import format_card_text
+from curate.export.formats.usage import Settings, format_card_text
 from curate.export.rows import ExportRow
 
 
+def usage(s: Settings, where: str) -> str:
+    return f"""**Tevatron** (`{where}`; `train_distil` with `--distil_temperature 0.02
+--normalize` reads each passage's `score`, the teacher's cosine):
+```bash
+python -m tevatron.retriever.driver.train --model_name_or_path BASE_MODEL --dataset_name json \\
+    --dataset_path {where}/train.jsonl --train_group_size {s.group_size} \\
+    --query_max_len {s.query_max_len} --passage_max_len {s.passage_max_len} \\
+    --query_prefix "" --passage_prefix "" --output_dir OUT
+```"""
+
+
+@register_format("tevatron", usage, order=3)
 def write_tevatron(rows: list[ExportRow], out_dir: Path, card: dict) -> list[Path]:
     require_negatives(rows, "tevatron")
     out_dir = Path(out_dir)

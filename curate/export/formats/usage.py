@@ -3,7 +3,8 @@
 A trainer's defaults rarely fit a given export: its group size must be the negatives a row plus
 the positive (Tevatron and FlagEmbedding default to 8 and sample with replacement when a row
 has fewer), its length limits must hold the texts, and the instructions are already in the
-texts, so every prefix flag is empty. The numbers come from the rows themselves.
+texts, so every prefix flag is empty. The numbers come from the rows themselves; each format's
+own text is its ``usage``, in its module (``curate.export.formats.Format``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from curate.export.formats.common import SCORE_TEMPERATURE, teacher_scores
+from curate.export.formats import FORMATS, in_order
+from curate.export.formats.common import teacher_scores
 from curate.export.rows import ExportRow
 
 CHARS_PER_TOKEN = 4  # English word pieces average about four characters
@@ -46,49 +48,14 @@ def settings(rows: list[ExportRow], batch_size: int | None) -> Settings:
 
 
 def commands(formats: list[str], s: Settings, nested: bool = True) -> str:
-    """Markdown: for each format of ``formats`` that has a trainer, the command that trains on it
-    (``nested``: each format's files are in a sub-folder named after it, else in the card's)."""
-    where = {f: f"EXPORT/{f}" if nested else "EXPORT" for f in formats}
+    """Markdown: for each format of ``formats`` that says how to train on it (its ``usage``), the
+    command that does, in the formats' order (``nested``: each format's files are in a sub-folder
+    named after it, else in the card's)."""
     parts = []
-    if "sentence-transformers" in formats:
-        parts.append(f"**sentence-transformers** (`{where['sentence-transformers']}`): the card there has the "
-                     f"code; `MultipleNegativesRankingLoss`, batch size {s.batch_size}, its sampler keeping the "
-                     f"file order, `max_seq_length = {max(s.query_max_len, s.passage_max_len)}`.")
-    if "flagembedding" in formats:
-        parts.append(f"""**FlagEmbedding** (`{where['flagembedding']}`):
-```bash
-torchrun --nproc_per_node 1 -m FlagEmbedding.finetune.embedder.encoder_only.base \\
-    --model_name_or_path BASE_MODEL --train_data {where['flagembedding']} \\
-    --train_group_size {s.group_size} --query_max_len {s.query_max_len} --passage_max_len {s.passage_max_len} \\
-    --query_instruction_for_retrieval "" --query_instruction_format "{{}}{{}}" \\
-    --temperature {SCORE_TEMPERATURE}{" --knowledge_distillation True" if s.scored else ""} --output_dir OUT
-```
-""" + (f"The scores are the teacher's cosine / {SCORE_TEMPERATURE}, the student's `--temperature`, so the teacher's "
-       "softmax has the student's sharpness." if s.scored else
-       "Some rows have no teacher scores, so the files train without distillation."))
-    if "tevatron" in formats:
-        parts.append(f"""**Tevatron** (`{where['tevatron']}`; `train_distil` with `--distil_temperature 0.02
---normalize` reads each passage's `score`, the teacher's cosine):
-```bash
-python -m tevatron.retriever.driver.train --model_name_or_path BASE_MODEL --dataset_name json \\
-    --dataset_path {where['tevatron']}/train.jsonl --train_group_size {s.group_size} \\
-    --query_max_len {s.query_max_len} --passage_max_len {s.passage_max_len} \\
-    --query_prefix "" --passage_prefix "" --output_dir OUT
-```""")
-    if "nemo" in formats:
-        parts.append(f"""**NeMo 2.x** (`{where['nemo']}`; it adds "query: " and "passage: " itself):
-```python
-from nemo.collections.llm.gpt.data.retrieval import CustomRetrievalDataModule
-data = CustomRetrievalDataModule(data_root="{where['nemo']}/train.json", val_root="{where['nemo']}/dev.json",
-                                 dataset_kwargs={{"num_hard_negatives": {s.negatives_per_row}}})
-```""")
-    if "nemo-automodel" in formats:
-        parts.append(f"**NeMo Automodel** (`{where['nemo-automodel']}`): an inline retrieval dataset on "
-                     f"`{where['nemo-automodel']}/train.jsonl` with `n_passages: {s.group_size}`, empty "
-                     "query and passage prefixes.")
-    if "beir" in formats:
-        parts.append(f"**BEIR** (`{where['beir']}`): `curate eval --data {where['beir']} --split dev`, or any "
-                     "BEIR/MTEB tool, on the held-out split.")
+    for fmt in in_order(formats):
+        usage = FORMATS.get(fmt).usage
+        if usage is not None:
+            parts.append(usage(s, f"EXPORT/{fmt}" if nested else "EXPORT"))
     return "\n\n".join(parts)
 
 

@@ -45,7 +45,7 @@ from curate.core.errors import CurateError
 from curate.core.params import schema_from_defaults
 from curate.core.records import Positive, Record
 from curate.filter.base import FilterContext, register
-from curate.filter.judges import (COMMON_DEFAULTS, Judge, Verdict, _merge, _named, ask, open_clients,
+from curate.filter.steps.judges import (COMMON_DEFAULTS, Judge, Verdict, _merge, _named, ask, open_clients,
                                   parse_judges, verdict_task)
 from curate.filter.teacher_scores import margin_of, select_negatives
 from curate.llm.client import derive_seed

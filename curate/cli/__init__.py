@@ -1,0 +1,68 @@
+"""The ``curate`` command line: one module per command, each a thin layer over its stage.
+
+A command's options are its stage's options dataclass, field by field
+(``curate.cli.options``): the flags, types, defaults, ranges and help texts are declared
+there, once, and the command builds the dataclass back from what was parsed. Listing the
+commands (``curate --help``) imports no stage: a command's options are built when that
+command runs or shows its help.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from curate import __version__
+from curate.cli.ablate import ablate
+from curate.cli.brainstorm import brainstorm
+from curate.cli.convert import convert
+from curate.cli.eval import eval_command
+from curate.cli.export import export
+from curate.cli.filter import filter_cmd
+from curate.cli.generate import generate
+from curate.cli.mine import mine
+from curate.cli.options import Command
+from curate.cli.pipeline import pipeline
+from curate.cli.serve import serve
+from curate.core.errors import CurateError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="curate")
+def cli() -> None:
+    """Turn LLMs and real retrieval datasets into training data for text-embedding models.
+
+    Stages: brainstorm/generate (LLM triplets with graded negatives), filter, mine, export.
+    """
+
+
+cli.command_class = Command  # a command added with @cli.command() builds its options lazily too
+for command in (brainstorm, generate, filter_cmd, mine, export, convert, eval_command, ablate, pipeline, serve):
+    cli.add_command(command)
+
+
+def main() -> None:
+    """Entry point: user errors become one line on stderr, never a traceback."""
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("curate: interrupted; re-run the same command to resume", err=True)
+        sys.exit(130)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except CurateError as e:
+        click.echo(f"curate: error: {e}", err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        click.echo("curate: interrupted; re-run the same command to resume", err=True)
+        sys.exit(130)
+    except Exception as e:  # a bug: say so in one line; CURATE_DEBUG=1 shows the traceback
+        if os.environ.get("CURATE_DEBUG"):
+            raise
+        click.echo(f"curate: internal error: {type(e).__name__}: {e} (set CURATE_DEBUG=1 for details)", err=True)
+        sys.exit(3)

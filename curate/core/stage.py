@@ -1,0 +1,169 @@
+"""The stage contract: what every stage declares, and the one runner that runs any of them.
+
+A stage is a ``Stage``: its name, its options dataclass, which option fields name the files
+it reads, what it writes (the first name is its product, the records a next stage reads), a
+run function that does the work through its run folder (``curate.core.runner.open_run``)
+and returns its report, and how its report reads as lines. ``run_stage`` does the rest the
+same way for every stage:
+
+* **one fingerprint**: the options that change the data (every field but ``out``, the input
+  paths and the fields a stage marks ``{"fingerprint": False}``) and the SHA-256 of each input
+  file, hashed together (``curate.core.hashing``). Paths are left out, so a moved run folder
+  is still done; content is in, so an edited input or another ``--seed`` is a new run;
+* **skips what is done** (``resume=True``): a folder whose marker holds this fingerprint and
+  whose report is the one the marker names is not run again;
+* **one report name**: ``report.json`` in every stage's folder (``Run.write_report``);
+* **one way of printing**: the stage's ``summary`` lines, printed here, after the run.
+
+Orchestrators (``curate pipeline``, ``curate ablate``) are lists of stages run through
+``run_stage``, reading each other's products and reports through the contract.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from curate.core.hashing import file_digest, value_digest
+from curate.core.jsonl import atomic_write_json
+
+REPORT = "report.json"
+MARKER = ".curate-done.json"  # a ".curate" name: stages that check their folder pass it by
+STARTED = ".curate-started.json"  # an appending stage's fingerprint, written before it starts
+DONE, RAN = "done earlier", "ran"
+_SECRET_FIELDS = frozenset({"api_key"})  # never hashed into anything written
+# How and where the work runs, not what it makes: left out of every fingerprint, so a rerun
+# with more workers or a longer timeout is still the same run (the results are the same).
+_HOW_FIELDS = frozenset({"cache", "concurrency", "parallel", "timeout", "max_retries", "backoff_base",
+                         "executor", "workers", "ray_address", "gpus_per_worker"})
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage, as every orchestrator and the command line see it."""
+
+    name: str
+    options: type  # its options dataclass (each field: default, range and help in its metadata)
+    run: Callable[[Any], dict[str, Any]]  # does the work in ``opts.out``, returns the report
+    reads: tuple[str, ...] = ()  # option fields holding the paths of the files it reads
+    also_reads: Callable[[Any], list[Any]] | None = None  # files found from options (a recipe by name)
+    # what it writes in its folder, by role: "records" (its product, what a next stage reads),
+    # "drops" (why it dropped what it dropped), "corpus" (documents a next stage searches)
+    writes: dict[str, str] = field(default_factory=dict)
+    summary: Callable[[dict[str, Any], Path], list[Any]] | None = None  # lines printed after a run
+    appends: bool = False  # resumes by appending to its outputs (generate) instead of replacing them
+    # the pipeline's funnel: what the run took in and kept, from its report and folder, and as lines
+    funnel: Callable[[dict[str, Any], Path], dict[str, Any]] | None = None
+    funnel_lines: Callable[[dict[str, Any]], list[tuple[str, str]]] | None = None
+
+    def path(self, folder: str | Path, role: str = "records") -> Path:
+        """Where a run of this stage in ``folder`` keeps its ``role`` output."""
+        return Path(folder) / self.writes[role]
+
+
+def report_of(folder: str | Path) -> dict[str, Any] | None:
+    """The report a stage left in ``folder`` (None: no finished run there)."""
+    try:
+        return json.loads((Path(folder) / REPORT).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def stage_report(folder: str | Path) -> tuple[str | None, dict[str, Any] | None]:
+    """Which stage last finished in ``folder`` (from its ``run.json``) and its report."""
+    from curate.core.runner import RUN_JSON
+
+    try:
+        stage = json.loads((Path(folder) / RUN_JSON).read_text(encoding="utf-8")).get("stage")
+    except (OSError, ValueError, AttributeError):
+        stage = None
+    return stage, report_of(folder)
+
+
+def fingerprint(stage: Stage, opts: Any) -> str:
+    """What makes a run of ``stage`` with ``opts`` the same run: its data-changing options and
+    the bytes of what it reads."""
+    skip = {"out", *stage.reads}
+    options = {f.name: getattr(opts, f.name) for f in dataclasses.fields(opts)
+               if f.name not in skip and f.name not in _HOW_FIELDS and f.metadata.get("fingerprint", True)}
+    inputs = [_input_digests(getattr(opts, name)) for name in stage.reads]
+    if stage.also_reads is not None:
+        inputs += [_input_digests(p) for p in stage.also_reads(opts)]
+    return value_digest({"stage": stage.name, "options": _plain(options), "inputs": inputs})
+
+
+def is_done(stage: Stage, opts: Any, key: str | None = None) -> bool:
+    folder = Path(opts.out)
+    try:
+        marker = json.loads((folder / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return (marker.get("stage") == stage.name and marker.get("fingerprint") == (key or fingerprint(stage, opts))
+            and marker.get("report") == file_digest(folder / REPORT))
+
+
+def run_stage(stage: Stage, opts: Any, *, resume: bool = False, quiet: bool = False) -> tuple[dict[str, Any], str]:
+    """Run ``stage`` with ``opts`` (``resume``: not when a run with the same fingerprint finished
+    there), print its summary unless ``quiet``; its report and whether it ran or was done earlier."""
+    from curate.progress import console
+
+    folder = Path(opts.out)
+    key = fingerprint(stage, opts)
+    if resume and is_done(stage, opts, key):
+        if not quiet:
+            console.print(f"{stage.name}: done earlier ({folder / REPORT})", soft_wrap=True, markup=False)
+        return report_of(folder) or {}, DONE
+    if stage.appends:  # a run killed half way must not look finished, whatever ran before it
+        (folder / MARKER).unlink(missing_ok=True)
+        if resume:
+            _start_afresh_unless_resuming(stage, folder, key)
+    report = stage.run(opts)
+    if (folder / REPORT).is_file():
+        atomic_write_json(folder / MARKER, {"stage": stage.name, "fingerprint": key,
+                                            "report": file_digest(folder / REPORT)})
+    if not quiet and stage.summary is not None:
+        for line in stage.summary(report, folder):
+            console.print(line, soft_wrap=True) if not isinstance(line, str) else console.print(
+                line, soft_wrap=True, markup=False, highlight=False)
+    return report, RAN
+
+
+def _start_afresh_unless_resuming(stage: Stage, folder: Path, key: str) -> None:
+    """An appending stage resumes only what a run with the same fingerprint began: another seed,
+    count or model must not add its records to the last run's. Its outputs are cleared then (an
+    LLM's answers stay in the request cache), and the new fingerprint is noted before any work."""
+    try:
+        started = json.loads((folder / STARTED).read_text(encoding="utf-8")).get("fingerprint")
+    except (OSError, ValueError, AttributeError):
+        started = None
+    if started is not None and started != key:
+        for name in (*stage.writes.values(), REPORT, MARKER):
+            (folder / name).unlink(missing_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(folder / STARTED, {"stage": stage.name, "fingerprint": key})
+
+
+def _input_digests(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        return [_input_digests(v) for v in value]
+    return file_digest(value)
+
+
+def _plain(value: Any) -> Any:
+    """Options as JSON-able values (nested option dataclasses too; secrets left out)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if f.name not in _SECRET_FIELDS | _HOW_FIELDS and f.metadata.get("fingerprint", True)}
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return getattr(value, "model_id", None) or getattr(value, "name", None) or str(value)

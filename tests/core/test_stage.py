@@ -1,0 +1,120 @@
+"""The stage contract: one fingerprint, one report name, skip what is done, one way of printing."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from curate.convert.main import STAGE as CONVERT, ConvertOptions
+from curate.core.stage import DONE, MARKER, RAN, REPORT, STARTED, Stage, fingerprint, report_of, run_stage
+
+LABELLED = [("the striker scored twice", "sport"), ("the keeper saved a penalty", "sport"),
+            ("the match ended in a draw", "sport"), ("rates rose by half a point", "economy"),
+            ("the central bank held rates", "economy"), ("inflation slowed in spring", "economy")]
+
+
+@pytest.fixture
+def labelled(tmp_path: Path) -> Path:
+    path = tmp_path / "labelled.jsonl"
+    path.write_text("".join(json.dumps({"text": t, "label": lab}) + "\n" for t, lab in LABELLED))
+    return path
+
+
+def _opts(inp: Path, out: Path, **kw) -> ConvertOptions:
+    return ConvertOptions(**{"kind": "classification", "inp": str(inp), "out": str(out), "random_negatives": True,
+                             "negatives": 2, **kw})
+
+
+def test_every_shipped_stage_declares_the_contract():
+    from curate.export.main import STAGE as EXPORT
+    from curate.filter.main import STAGE as FILTER
+    from curate.generate.stage import STAGE as GENERATE
+    from curate.mine.main import STAGE as MINE
+
+    for stage in (GENERATE, FILTER, MINE, EXPORT, CONVERT):
+        assert isinstance(stage, Stage)
+        names = {f.name for f in dataclasses.fields(stage.options)}
+        assert "out" in names and set(stage.reads) <= names, stage.name
+        assert stage.summary is not None, f"{stage.name} prints through the runner"
+    assert [s.writes.get("records") for s in (GENERATE, FILTER, MINE, CONVERT)] == \
+        ["generated.jsonl", "filtered.jsonl", "mined.jsonl", "converted.jsonl"]
+
+
+def test_the_fingerprint_follows_data_changing_options_and_input_bytes_not_paths(labelled, tmp_path):
+    base = fingerprint(CONVERT, _opts(labelled, tmp_path / "a"))
+    assert fingerprint(CONVERT, _opts(labelled, tmp_path / "b")) == base, "another --out is the same run"
+    moved = tmp_path / "moved.jsonl"
+    shutil.copy(labelled, moved)
+    assert fingerprint(CONVERT, _opts(moved, tmp_path / "a")) == base, "a moved input with the same bytes"
+    assert fingerprint(CONVERT, _opts(labelled, tmp_path / "a", seed=1)) != base, "another seed"
+    assert fingerprint(CONVERT, _opts(labelled, tmp_path / "a", negatives=3)) != base
+    moved.write_text(moved.read_text() + json.dumps({"text": "a new one", "label": "sport"}) + "\n")
+    assert fingerprint(CONVERT, _opts(moved, tmp_path / "a")) != base, "edited input bytes"
+
+
+def test_how_the_work_runs_is_not_part_of_the_fingerprint():
+    from curate.filter.main import STAGE as FILTER, FilterOptions
+    from curate.llm.backend import LLMOptions
+
+    a = FilterOptions(inp="x", out="y", llm=LLMOptions(timeout=10.0, cache="one.sqlite", api_key="k1"))
+    b = FilterOptions(inp="x", out="y", llm=LLMOptions(timeout=99.0, cache="two.sqlite", api_key="k2"))
+    assert fingerprint(FILTER, a) == fingerprint(FILTER, b)
+    c = FilterOptions(inp="x", out="y", llm=LLMOptions(model="another"))
+    assert fingerprint(FILTER, c) != fingerprint(FILTER, a), "another judge model is another run"
+
+
+def test_run_stage_writes_one_report_name_and_skips_a_finished_run(labelled, tmp_path, capsys):
+    out = tmp_path / "conv"
+    report, state = run_stage(CONVERT, _opts(labelled, out), resume=True)
+    assert state == RAN and report_of(out) == report
+    assert (out / REPORT).is_file() and (out / "convert_summary.json").is_file(), "the old name, as a copy"
+    assert json.loads((out / MARKER).read_text())["fingerprint"] == fingerprint(CONVERT, _opts(labelled, out))
+    assert f"{report['records']} records in {out / 'converted.jsonl'}" in capsys.readouterr().err
+    before = (out / "converted.jsonl").stat().st_mtime_ns
+    again, state = run_stage(CONVERT, _opts(labelled, out), resume=True)
+    assert state == DONE and again == report
+    assert (out / "converted.jsonl").stat().st_mtime_ns == before, "nothing rewritten"
+    assert "convert: done earlier" in capsys.readouterr().err
+    _, state = run_stage(CONVERT, _opts(labelled, out, seed=7), resume=True)
+    assert state == RAN, "another seed runs again"
+    (out / REPORT).write_text("{}")
+    _, state = run_stage(CONVERT, _opts(labelled, out, seed=7), resume=True)
+    assert state == RAN, "a report that is not the one the marker names is not trusted"
+
+
+def test_without_resume_a_stage_always_runs(labelled, tmp_path):
+    out = tmp_path / "conv"
+    run_stage(CONVERT, _opts(labelled, out), quiet=True)
+    _, state = run_stage(CONVERT, _opts(labelled, out), quiet=True)
+    assert state == RAN
+
+
+def test_an_appending_stage_starts_afresh_when_its_fingerprint_changes(labelled, tmp_path):
+    """A resumed run may only add to what a run with the same fingerprint began: another seed's
+    records never mix with the last run's."""
+    calls = []
+
+    def run(opts):
+        out = Path(opts.out)
+        out.mkdir(parents=True, exist_ok=True)
+        with (out / "rows.jsonl").open("a") as fh:  # appends, as generate does
+            fh.write(json.dumps({"seed": opts.seed}) + "\n")
+        calls.append(opts.seed)
+        (out / REPORT).write_text(json.dumps({"seed": opts.seed}))
+        return {"seed": opts.seed}
+
+    appending = Stage("appender", ConvertOptions, run, reads=("inp",), writes={"records": "rows.jsonl"}, appends=True)
+    out = tmp_path / "app"
+    run_stage(appending, _opts(labelled, out), resume=True, quiet=True)
+    assert json.loads((out / STARTED).read_text())["fingerprint"] == fingerprint(appending, _opts(labelled, out))
+    run_stage(appending, _opts(labelled, out, seed=5), resume=True, quiet=True)
+    assert [json.loads(x)["seed"] for x in (out / "rows.jsonl").read_text().splitlines()] == [5]
+    (out / MARKER).unlink()  # as if the seed-5 run had been killed before it finished
+    run_stage(appending, _opts(labelled, out, seed=5), resume=True, quiet=True)
+    assert [json.loads(x)["seed"] for x in (out / "rows.jsonl").read_text().splitlines()] == [5, 5], \
+        "the same fingerprint resumes: nothing cleared"
+    assert calls == [0, 5, 5]

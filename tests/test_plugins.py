@@ -1,0 +1,193 @@
+"""The plugin examples of docs/extend.md, each a package of its own, run through the real CLI.
+
+Each example under docs/examples/plugins/ is made importable the way pip would install it, but
+in a folder of the test's own: its module, plus a ``NAME.dist-info`` whose ``entry_points.txt``
+is generated from its pyproject.toml, on the PYTHONPATH of a ``python -m curate`` subprocess.
+Nothing is installed into the environment, so a plugin is found only through its entry point,
+as a user's installed package would be.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from curate.core.records import Negative, Record
+from tests.helpers import REPO, SHARED_DATA, assert_one_line_error, read_jsonl, run_curate, scifact_pairs
+from tests.mine_helpers import write_beir
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    tomllib = pytest.importorskip("tomli")
+
+PLUGINS = REPO / "docs" / "examples" / "plugins"
+PACKAGES = ("filter-step", "export-format", "mining-preset", "llm-backend", "teacher-kind")
+FAMILY = PLUGINS / "task-family"
+
+
+def install(site: Path, *examples: str) -> dict[str, str]:
+    """Lay ``examples`` out in ``site`` as installed distributions; the environment that finds them."""
+    for example in examples:
+        src = PLUGINS / example
+        meta = tomllib.loads((src / "pyproject.toml").read_text(encoding="utf-8"))
+        project = meta["project"]
+        site.mkdir(parents=True, exist_ok=True)
+        for module in meta["tool"]["setuptools"]["py-modules"]:
+            shutil.copy(src / f"{module}.py", site / f"{module}.py")
+        info = site / f"{project['name'].replace('-', '_')}-{project['version']}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\n"
+                                       f"Version: {project['version']}\n", encoding="utf-8")
+        (info / "entry_points.txt").write_text("".join(
+            f"[{group}]\n" + "".join(f"{name} = {target}\n" for name, target in entries.items()) + "\n"
+            for group, entries in project["entry-points"].items()), encoding="utf-8")
+    return {"PYTHONPATH": str(site), "CURATE_CACHE_DIR": str(site.parent / "cache")}
+
+
+def _ok(proc) -> None:
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.fixture
+def records(tmp_path) -> Path:
+    """Six records of SciFact texts, two negatives each."""
+    pairs = scifact_pairs(6, max_chars=400)
+    recs = [Record(id=f"r{i}", task_type="short-long", task="Given a claim, find evidence.", query=q, positive=d,
+                   negatives=[Negative(text=pairs[(i + j) % 6][1], level=j) for j in (1, 2)])
+            for i, (q, d) in enumerate(pairs)]
+    path = tmp_path / "records.jsonl"
+    path.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in recs), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny_beir(tmp_path_factory) -> Path:
+    """Six SciFact claims with their evidence, among 40 abstracts (cut short): mined in seconds."""
+    src = SHARED_DATA / "scifact"
+    if not (src / "corpus.jsonl").exists():  # pragma: no cover
+        pytest.skip("no SciFact copy")
+    qrels: dict[str, dict[str, int]] = {}
+    for line in (src / "qrels" / "train.tsv").read_text(encoding="utf-8").splitlines()[1:]:
+        q, d, _ = line.split("\t")
+        if len(qrels) < 6 or q in qrels:
+            qrels.setdefault(q, {})[d] = 1
+    wanted = {d for rel in qrels.values() for d in rel}
+    corpus: dict[str, str] = {}
+    with open(src / "corpus.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            doc = json.loads(line)
+            if doc["_id"] in wanted or len(corpus) < 40:
+                corpus[doc["_id"]] = doc["text"][:400]
+            if wanted <= set(corpus) and len(corpus) >= 40:
+                break
+    queries = {json.loads(x)["_id"]: json.loads(x)["text"] for x in open(src / "queries.jsonl", encoding="utf-8")}
+    return write_beir(tmp_path_factory.mktemp("beir") / "tiny", corpus, {q: queries[q] for q in qrels}, qrels)
+
+
+def test_a_filter_step_plugin_runs_in_a_recipe(tmp_path, records):
+    env = install(tmp_path / "site", "filter-step")
+    words = sorted(len(r["query"].split()) for r in read_jsonl(records))
+    limit = words[len(words) // 2]  # about half the claims are shorter
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(f"steps:\n  - short_query: {{min_words: {limit}}}\n", encoding="utf-8")
+    _ok(run_curate("filter", "--in", str(records), "--out", str(tmp_path / "f"), "--recipe", str(recipe), env=env))
+    kept, dropped = read_jsonl(tmp_path / "f" / "filtered.jsonl"), read_jsonl(tmp_path / "f" / "rejected.jsonl")
+    assert kept and dropped and len(kept) + len(dropped) == 6
+    assert all(len(r["query"].split()) >= limit for r in kept)
+    assert {(d["step"], d["reason"]) for d in dropped} == {("short_query", "short-query")}
+
+
+def test_an_export_format_plugin_writes_its_files_and_its_card_text(tmp_path, records):
+    env = install(tmp_path / "site", "export-format")
+    out = tmp_path / "e"
+    _ok(run_curate("export", "--in", str(records), "--out", str(out), "--format", "tsv-triplets", "--format", "beir",
+                   "--negatives-per-row", "all", "--batch-size", "2", env=env))
+    lines = []
+    for split in ("train", "dev"):
+        path = out / "tsv-triplets" / f"{split}.tsv"
+        if path.exists():
+            rows = list(csv.reader(path.open(encoding="utf-8", newline=""), delimiter="\t"))
+            assert rows[0] == ["query", "positive", "negative"]
+            lines += rows[1:]
+    assert len(lines) == 12 and all(len(x) == 3 for x in lines)  # six records, two negatives each
+    # the card above the two formats says how to train on each, the plugin's paragraph included
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert "**TSV triplets** (`EXPORT/tsv-triplets`)" in card and "**BEIR** (`EXPORT/beir`)" in card
+
+
+def test_a_mining_preset_plugin_mines_with_the_bundled_teacher(tmp_path, tiny_beir):
+    env = install(tmp_path / "site", "mining-preset")
+    out = tmp_path / "m"
+    _ok(run_curate("mine", "--data", str(tiny_beir), "--out", str(out), "--method", "score-band",
+                   "--max-score", "0.75", "-k", "3", env=env))
+    rows = read_jsonl(out / "mined.jsonl")
+    assert rows and sum(len(r["negatives"]) for r in rows) > 0
+    for r in rows:
+        assert r["meta"]["mine"]["method"] == "score-band" and r["meta"]["mine"]["params"] == {"max_score": 0.75}
+        assert all(0.3 <= n["teacher_score"] <= 0.75 for n in r["negatives"])
+
+
+def test_a_teacher_kind_plugin_encodes_for_mine(tmp_path, tiny_beir):
+    env = install(tmp_path / "site", "teacher-kind")
+    out = tmp_path / "m"
+    _ok(run_curate("mine", "--data", str(tiny_beir), "--out", str(out), "--teacher", "hashwords:64",
+                   "--method", "naive", "-k", "2", env=env))
+    rows = read_jsonl(out / "mined.jsonl")
+    assert len(rows) == 6 and all(len(r["negatives"]) == 2 for r in rows)
+    assert {r["teacher"]["model"] for r in rows} == {"hashwords:64"}
+
+
+def test_a_backend_plugin_generates_a_family_of_ones_own(tmp_path):
+    """The echo backend answers every request of a run of the example family (its spec and
+    template found through --tasks-dir and --prompts-dir): no server, no model."""
+    env = install(tmp_path / "site", "llm-backend")
+    out = tmp_path / "g"
+    _ok(run_curate("generate", "--task", "glossary", "--tasks-dir", str(FAMILY / "tasks"),
+                   "--prompts-dir", str(FAMILY / "prompts"), "--base-url", "echo://local", "--model", "echo",
+                   "-n", "3", "--out", str(out), env=env))
+    recs = read_jsonl(out / "generated.jsonl")
+    assert len(recs) == 3 and not read_jsonl(out / "failed.jsonl")
+    fields = {"biology", "law", "finance", "computing", "cooking"}
+    for r in recs:
+        assert r["task_type"] == "glossary" and r["meta"]["template"] == "generate/glossary.j2"
+        assert r["meta"]["model"] == "echo" and r["meta"]["placeholders"]["field"] in fields
+        assert r["query"].startswith("query: ") and r["positive"].startswith("positive: ")
+        assert [n["text"].split(":")[0] for n in r["negatives"]] == [f"negatives[{i}].text" for i in (1, 2, 3)]
+
+
+def test_a_misspelt_plugin_name_is_one_line_with_the_nearest(tmp_path, records, tiny_beir):
+    env = install(tmp_path / "site", *PACKAGES)
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("steps:\n  - short_qeury: {min_words: 3}\n", encoding="utf-8")
+    for args, says in [
+        (("filter", "--in", str(records), "--out", str(tmp_path / "f"), "--recipe", str(recipe)),
+         "unknown filter step 'short_qeury' (did you mean short_query?)"),
+        (("export", "--in", str(records), "--out", str(tmp_path / "e"), "--format", "tsv-triplet"),
+         "unknown --format tsv-triplet (did you mean tsv-triplets?)"),
+        (("mine", "--data", str(tiny_beir), "--out", str(tmp_path / "m"), "--method", "score-bnad"),
+         "unknown mining method 'score-bnad' (did you mean score-band?)"),
+        (("mine", "--data", str(tiny_beir), "--out", str(tmp_path / "t"), "--teacher", "hashword:64"),
+         "unknown teacher kind 'hashword' (did you mean hashwords?)"),
+        (("generate", "--task", "short-long", "-n", "1", "--base-url", "ehco://local", "--model", "echo",
+          "--out", str(tmp_path / "g")),
+         "no backend for ehco:// (did you mean echo?)"),
+    ]:
+        assert_one_line_error(run_curate(*args, env=env), says)
+
+
+def test_the_preset_example_also_loads_as_a_preset_module():
+    """``--preset-module FILE`` imports the same file, whose decorator registers into the same registry."""
+    from curate.negatives.presets import PRESETS, Method, load_preset_module
+
+    load_preset_module(PLUGINS / "mining-preset" / "curate_score_band.py")
+    try:
+        method = Method.make("score-band", max_score=0.6)
+        assert (method.thresholds.max_score, method.thresholds.min_score) == (0.6, 0.3)
+        assert "score-band" in PRESETS.names()
+    finally:
+        PRESETS.unregister("score-band")
