@@ -27,7 +27,7 @@ demo: setup
 	$(BIN)/curate pipeline data/demo --out runs/demo -n 12
 	@echo "funnel: runs/demo/pipeline.json   training data: runs/demo/export   each stage: runs/demo/<stage>/"
 
-# The suite includes the vLLM integration test (tests/test_vllm.py), so vLLM's CPU build is set up
+# The suite includes the vLLM integration test (tests/llm/test_vllm.py), so vLLM's CPU build is set up
 # too; CURATE_REQUIRE_VLLM makes that test fail, not skip, if it cannot find vLLM.
 test: setup vllm flagembedding
 	CURATE_REQUIRE_VLLM=1 CURATE_REQUIRE_FLAGEMBEDDING=1 $(BIN)/python -m pytest -q --durations=15
@@ -49,7 +49,7 @@ $(VLLM_STAMP):
 	touch $(VLLM_STAMP)
 
 # FlagEmbedding, for the test that fine-tunes with its own entry point on an export
-# (tests/test_flagembedding_train.py). Its own environment: FlagEmbedding 1.4.2 imports modules
+# (tests/export/test_flagembedding_train.py). Its own environment: FlagEmbedding 1.4.2 imports modules
 # that transformers 5 removed, so it gets transformers 4.
 FE_VENV ?= .venv-flagembedding
 FE_STAMP := $(FE_VENV)/.curate-installed

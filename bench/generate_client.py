@@ -73,7 +73,7 @@ def request_bodies(tasks: Path, n: int, model: str, max_chars: int | None) -> li
     """The bodies ``curate generate`` sends for these tasks (its planning, draws and templates)."""
     from curate.generate.brainstorm import load_tasks
     from curate.generate.examples import example_task, plan_items
-    from curate.taskspec import load_spec
+    from curate.llm.taskspec import load_spec
 
     spec = load_spec("short-long")
     step = spec.generate

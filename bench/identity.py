@@ -499,7 +499,7 @@ def check_tree(tree: Path, env: dict[str, str]) -> dict[str, str]:
         "import json, curate\n"
         "out = {'curate': curate.__file__}\n"
         "try:\n"
-        "    from curate.resources import resource_dir\n"
+        "    from curate.core.resources import resource_dir\n"
         "    for k in ('prompts', 'tasks', 'filters', 'data'):\n"
         "        out[k] = str(resource_dir(k))\n"
         "except Exception as e:\n"

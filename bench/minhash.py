@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Benchmark of curate.minhash: signature throughput and million-record near-dup detection.
+"""Benchmark of curate.dedup.minhash: signature throughput and million-record near-dup detection.
 
     .venv/bin/python bench/minhash.py [--n 1000000] [--baseline-n 20000] [--sig-n 200000]
 
@@ -12,7 +12,7 @@ Measured in one run, on the same texts:
 
 * signatures/s of the **baseline**, datasketch's one-text-at-a-time path (``MinHash`` +
   ``update_batch`` per text, shingling included), of datasketch's ``MinHash.bulk``, of rensa
-  (when installed) and of ``curate.minhash.signatures`` with 1 and 2 worker threads; every
+  (when installed) and of ``curate.dedup.minhash.signatures`` with 1 and 2 worker threads; every
   rate is also given per CPU-second and as a ratio to the baseline;
 * correctness: our rows equal datasketch's ``MinHash(hashfunc=shingle_hash32)`` rows, and
   the estimated Jaccard of planted pairs against the exact Jaccard of their shingle sets;
@@ -45,7 +45,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from curate import minhash as M  # noqa: E402
+from curate.dedup import minhash as M  # noqa: E402
+from curate.dedup.shingles import word_shingles  # noqa: E402
 
 THRESHOLD, NUM_PERM, NGRAM, SEED = 0.8, 128, 3, 1
 EDIT_MIX = (0.25, 0.30, 0.25, 0.20)  # share of planted copies with 0, 1, 2, 3 substituted words
@@ -134,7 +135,7 @@ class Meter:
 
 
 def py_shingles(text: str) -> list[bytes]:
-    return [" ".join(s).encode("utf-8") for s in M.shingles(text, NGRAM)]
+    return [" ".join(s).encode("utf-8") for s in word_shingles(text, NGRAM)]
 
 
 def rss_mb() -> float:
@@ -210,13 +211,13 @@ def phase_signatures(args) -> dict:
         rtexts = texts[: args.sig_n]
 
         def rensa_e2e():
-            toks = [[" ".join(s) for s in M.shingles(t, NGRAM)] for t in rtexts]
+            toks = [[" ".join(s) for s in word_shingles(t, NGRAM)] for t in rtexts]
             mat = rensa.RMinHash.digest_matrix_from_token_sets(toks, NUM_PERM, SEED)
             return np.asarray(mat.to_rows(), dtype=np.uint32)
 
         m, _ = best_of(rensa_e2e, 1)
         rates["rensa R-MinHash (python shingles, to numpy)"] = (len(rtexts), m)
-        toks = [[" ".join(s) for s in M.shingles(t, NGRAM)] for t in rtexts]
+        toks = [[" ".join(s) for s in word_shingles(t, NGRAM)] for t in rtexts]
         m, _ = best_of(lambda: rensa.RMinHash.digest_matrix_from_token_sets(toks, NUM_PERM, SEED), 2)
         rates["rensa R-MinHash sketch only (shingles given)"] = (len(rtexts), m)
         del toks
@@ -225,7 +226,7 @@ def phase_signatures(args) -> dict:
     M.signatures(ours[:2000])  # warm up (permutations, powers)
     for w in (1, 2):
         m, sig = best_of(lambda w=w: M.signatures(ours, NUM_PERM, NGRAM, SEED, workers=w), 3)
-        rates[f"curate.minhash numpy, {w} thread{'s' if w > 1 else ''}"] = (len(ours), m)
+        rates[f"curate.dedup.minhash numpy, {w} thread{'s' if w > 1 else ''}"] = (len(ours), m)
 
     base_rate = len(sample) / rates["datasketch per-text (baseline)"][1].wall
     table = []
@@ -272,7 +273,7 @@ def _ds_minhash(text: str):
 
 
 def _exact(a: str, b: str) -> float:
-    sa, sb = M.shingles(a, NGRAM), M.shingles(b, NGRAM)
+    sa, sb = word_shingles(a, NGRAM), word_shingles(b, NGRAM)
     return len(sa & sb) / len(sa | sb) if sa or sb else 1.0
 
 

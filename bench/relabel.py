@@ -40,7 +40,7 @@ PROMOTED = ("relevant", "better")
 
 def held_back(grid) -> dict[str, set[str]]:
     """Per training query: its labelled positives minus the one the grid showed."""
-    from curate.ablate.arms import _shown
+    from curate.flows.ablate.arms import _shown
     from curate.datasets.beir import read_qrels
 
     qrels = read_qrels(Path(grid.data) / "qrels" / f"{grid.split}.tsv")
@@ -77,7 +77,7 @@ def oracle_answer(grid, hidden: dict[str, set[str]]):
     ``curate mine`` wrote them), and the candidate is relevant when it is one of the query's
     held-back positives. A text it cannot place is ``unsure``."""
     from curate.core.jsonl import read_jsonl
-    from curate.corpus import read_corpus
+    from curate.datasets.corpus import read_corpus
 
     queries = read_jsonl(Path(grid.data) / "queries.jsonl")
     qid_of = {str(obj.get("text", "")).strip(): str(obj.get("_id")) for _, obj in queries}
@@ -142,9 +142,9 @@ def llm_sample(mined: Path, out: Path, queries: int) -> Path:
 
 
 def main() -> None:
-    from curate.ablate import arms as data
-    from curate.ablate.grid import load_grid
-    from curate.ablate.main import _budget_key
+    from curate.flows.ablate import arms as data
+    from curate.flows.ablate.grid import load_grid
+    from curate.flows.ablate.main import _budget_key
     from curate.core.stage import report_of
     from curate.core.hashing import value_digest
 

@@ -13,8 +13,8 @@
    every process that held vectors.
 2. ``dedup``: near-duplicate groups of ``--dedup-texts`` generated short texts (8-16 words from
    a 20,000-word vocabulary, every 20th a copy of an earlier one with a word added),
-   staged on Ray (``curate.minhash_staged.staged_groups``: signatures as a map, band buckets by
-   key, components in the driver) against one process (``curate.minhash``: signatures, numpy
+   staged on Ray (``curate.dedup.staged.staged_groups``: signatures as a map, band buckets by
+   key, components in the driver) against one process (``curate.dedup.minhash``: signatures, numpy
    banding, union-find). Word 3-grams, threshold 0.8, 128 permutations: the filter's defaults.
    Per arm: wall time, texts a second, the groups found (the arms must agree) and peak memory
    of the driver and of every Ray worker process: VmHWM, and the private memory sampled every
@@ -210,7 +210,7 @@ def make_texts(n: int, seed: int = 0) -> list[str]:
 
 
 def _local_dedup(n: int, out) -> None:
-    from curate.minhash import signatures, similar_pairs, union_find_groups
+    from curate.dedup.minhash import signatures, similar_pairs, union_find_groups
 
     texts = make_texts(n)
     t = time.perf_counter()
@@ -225,7 +225,7 @@ def _local_dedup(n: int, out) -> None:
 
 def _staged_dedup(n: int, workers: int, out) -> None:
     from curate.core.executor import Executor
-    from curate.minhash_staged import staged_groups
+    from curate.dedup.staged import staged_groups
 
     texts = make_texts(n)
     made = vm_hwm_gb()

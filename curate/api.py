@@ -4,9 +4,10 @@
     api.mine(api.MineOptions(out="runs/mined", data="scifact", split="train"))
     api.export(api.ExportOptions(inputs=("runs/mined/mined.jsonl",), out="runs/export"))
 
-Each call does what the command of the same name does (the command line is a thin layer
-over these): the same checks, the same run folder (lock, staged outputs, ``run.json``), the
-same outputs. Errors a user can fix raise ``CurateError`` with the one-line message the
+Each call does what the command of the same name does: the stages run through the one stage
+runner (``curate.core.stage.run_stage``, which also takes ``resume=True`` to skip a run whose
+fingerprint finished before), with the same checks, the same run folder (lock, staged outputs,
+``report.json``, ``run.json``) and the same outputs. Errors a user can fix raise ``CurateError`` with the one-line message the
 command prints.
 """
 
@@ -17,13 +18,14 @@ from typing import Any
 from curate.convert.main import ConvertOptions
 from curate.core.errors import CurateError
 from curate.core.executor import Executor
+from curate.core.stage import run_stage
 from curate.evaluate.main import EvalOptions
 from curate.export.main import ExportOptions
 from curate.filter.main import FilterOptions
 from curate.generate.stage import GenerateOptions, StageOptions
-from curate.llm.backend import LLMOptions
+from curate.llm.options import LLMOptions
 from curate.mine.main import MineOptions
-from curate.pipeline import PipelineOptions
+from curate.flows.pipeline import PipelineOptions
 
 __all__ = ["CurateError", "ConvertOptions", "EvalOptions", "Executor", "ExportOptions", "FilterOptions", "GenerateOptions",
            "LLMOptions", "MineOptions", "PipelineOptions", "StageOptions", "brainstorm", "convert", "evaluate",
@@ -37,27 +39,27 @@ def brainstorm(opts: StageOptions, n: int = 50) -> dict[str, Any]:
 
 
 def generate(opts: GenerateOptions) -> dict[str, Any]:
-    from curate.generate.stage import generate_stage
+    from curate.generate.stage import STAGE
 
-    return generate_stage(opts)
+    return run_stage(STAGE, opts)[0]
 
 
 def filter(opts: FilterOptions) -> dict[str, Any]:  # noqa: A001  (the stage's name)
-    from curate.filter.main import filter_main
+    from curate.filter.main import STAGE
 
-    return filter_main(opts)
+    return run_stage(STAGE, opts)[0]
 
 
 def mine(opts: MineOptions) -> dict[str, Any]:
-    from curate.mine.main import mine_main
+    from curate.mine.main import STAGE
 
-    return mine_main(opts)
+    return run_stage(STAGE, opts)[0]
 
 
 def export(opts: ExportOptions) -> dict[str, Any]:
-    from curate.export.main import run_export
+    from curate.export.main import STAGE
 
-    return run_export(opts)
+    return run_stage(STAGE, opts)[0]
 
 
 def evaluate(opts: EvalOptions) -> dict[str, Any]:
@@ -67,13 +69,13 @@ def evaluate(opts: EvalOptions) -> dict[str, Any]:
 
 
 def convert(opts: ConvertOptions) -> dict[str, Any]:
-    from curate.convert.main import convert_main
+    from curate.convert.main import STAGE
 
-    return convert_main(opts)
+    return run_stage(STAGE, opts)[0]
 
 
 def pipeline(opts: PipelineOptions) -> dict[str, Any]:
     """generate --from-corpus, filter, mine, [relabel,] export in one call; returns the funnel."""
-    from curate.pipeline import run_pipeline
+    from curate.flows.pipeline import run_pipeline
 
     return run_pipeline(opts)

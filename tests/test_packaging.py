@@ -34,7 +34,7 @@ def _py(code: str, env, cwd):
 def test_wheel_carries_resources(installed):
     target, env, tmp = installed
     code = (
-        "import curate, json; from curate.resources import resource_dir; from curate.taskspec import list_families, load_spec;"
+        "import curate, json; from curate.core.resources import resource_dir; from curate.llm.taskspec import list_families, load_spec;"
         "print(json.dumps({'pkg': curate.__file__, 'prompts': str(resource_dir('prompts')),"
         "'families': list_families(), 'banks': sorted(p.name for p in (resource_dir('data')/'banks').iterdir())}))"
     )

@@ -1,4 +1,4 @@
-"""``curate ablate``: train and compare the arms of a grid (``curate.ablate.main.ablate_main``)."""
+"""``curate ablate``: train and compare the arms of a grid (``curate.flows.ablate.main.ablate_main``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from curate.cli.teacher import teacher_servers
 
 
 @click.command(cls=Command)
-@options_from("curate.ablate.main:AblateOptions")
+@options_from("curate.flows.ablate.main:AblateOptions")
 @teacher_servers
 def ablate(**kw) -> None:
     """Train the student on every arm of GRID, several seeds each, and compare them.
@@ -21,6 +21,6 @@ def ablate(**kw) -> None:
     With --executor ray the runs train on Ray workers, several at once (--gpus-per-worker 1 on a
     GPU cluster); their data is made here first, and OUT must be a folder every worker can read.
     """
-    from curate.ablate.main import AblateOptions, ablate_main
+    from curate.flows.ablate.main import AblateOptions, ablate_main
 
     ablate_main(from_options(AblateOptions, kw))

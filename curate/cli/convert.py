@@ -1,4 +1,4 @@
-"""``curate convert``: labelled or scored data into records (``curate.convert.main.convert_main``)."""
+"""``curate convert``: labelled or scored data into records (``curate.convert.main.STAGE``, run by ``curate.core.stage.run_stage``)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ def convert(**kw) -> None:
     --min-score gives two records (both directions) with negatives mined from the other
     sentences, never the partner.
     """
-    from curate.convert.main import ConvertOptions, convert_main
+    from curate.core.stage import run_stage
+    from curate.convert.main import STAGE, ConvertOptions
 
-    convert_main(from_options(ConvertOptions, kw))  # prints "KIND: N records in OUT/converted.jsonl"
+    run_stage(STAGE, from_options(ConvertOptions, kw))  # prints "KIND: N records in OUT/converted.jsonl"

@@ -33,6 +33,7 @@ def export(**kw) -> None:
 
     The order of rows in the files is the training order; keep the trainer from shuffling it.
     """
-    from curate.export.main import ExportOptions, export_main
+    from curate.core.stage import run_stage
+    from curate.export.main import STAGE, ExportOptions
 
-    export_main(from_options(ExportOptions, kw))
+    run_stage(STAGE, from_options(ExportOptions, kw))

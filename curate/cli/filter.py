@@ -1,4 +1,4 @@
-"""``curate filter``: a recipe of steps over records (``curate.filter.main.filter_main``)."""
+"""``curate filter``: a recipe of steps over records (``curate.filter.main.STAGE``, run by ``curate.core.stage.run_stage``)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ def filter_cmd(**kw) -> None:
 
     Judges (refute/answerability steps) use the LLM options below; by default the embedded model.
     """
-    from curate.filter.main import FilterOptions, filter_main
+    from curate.core.stage import run_stage
+    from curate.filter.main import STAGE, FilterOptions
 
-    filter_main(from_options(FilterOptions, kw))
+    run_stage(STAGE, from_options(FilterOptions, kw))

@@ -1,4 +1,4 @@
-"""``curate generate``: LLM-written records (``curate.generate.stage.generate_main``)."""
+"""``curate generate``: LLM-written records (``curate.generate.stage.STAGE``, run by ``curate.core.stage.run_stage``)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ def generate(**kw) -> None:
     With --from-pairs the query and positive are real ones, kept verbatim. With --from-corpus
     the positive is a passage of your documents, kept verbatim, and the model writes the query.
     """
-    from curate.generate.stage import GenerateOptions, generate_main
+    from curate.core.stage import run_stage
+    from curate.generate.stage import STAGE, GenerateOptions
 
     if not kw["tasks"] and not kw["pairs"] and not kw["corpus"]:
         raise click.UsageError("Missing option '--task' (or give --from-pairs FILE or --from-corpus DOCS).")
-    generate_main(from_options(GenerateOptions, kw))  # the stage runner prints where the corpus went
+    run_stage(STAGE, from_options(GenerateOptions, kw))  # the stage runner prints where the corpus went

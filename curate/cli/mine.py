@@ -1,4 +1,4 @@
-"""``curate mine``: hard negatives for queries with known positives (``curate.mine.main.mine_main``).
+"""``curate mine``: hard negatives for queries with known positives (``curate.mine.main.STAGE``, run by ``curate.core.stage.run_stage``).
 
 Its options are ``MineOptions``'s fields: the search settings (``SearchSettings``), the preset's
 knobs (``curate.negatives.knobs.Knobs``, whose renamed knobs stay as hidden options) and the
@@ -20,6 +20,7 @@ def mine(**kw) -> None:
 
     Thresholds use each query's lowest positive score; positives are never mined.
     """
-    from curate.mine.main import MineOptions, mine_main
+    from curate.core.stage import run_stage
+    from curate.mine.main import STAGE, MineOptions
 
-    mine_main(from_options(MineOptions, kw))
+    run_stage(STAGE, from_options(MineOptions, kw))

@@ -7,7 +7,7 @@ default, range and help. ``options_from(Schema)`` turns every field into a click
     @cli.command()
     @options_from("curate.export.main:ExportOptions")
     def export(**kw):
-        run_export(from_options(ExportOptions, kw))
+        run_stage(STAGE, from_options(ExportOptions, kw))
 
 What a field becomes:
 

@@ -1,4 +1,4 @@
-"""``curate pipeline``: documents to training data, every stage (``curate.pipeline.run_pipeline``)."""
+"""``curate pipeline``: documents to training data, every stage (``curate.flows.pipeline.run_pipeline``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from curate.cli.teacher import teacher_servers
 
 
 @click.command(cls=Command)
-@options_from("curate.pipeline:PipelineOptions")
+@options_from("curate.flows.pipeline:PipelineOptions")
 @teacher_servers
 def pipeline(**kw) -> None:
     """From documents alone to training data: generate --from-corpus, filter, mine, [relabel,] export.
@@ -20,6 +20,6 @@ def pipeline(**kw) -> None:
     Ends with the funnel (what each stage kept, and why it dropped the rest), also in
     OUT/pipeline.json.
     """
-    from curate.pipeline import PipelineOptions, run_pipeline
+    from curate.flows.pipeline import PipelineOptions, run_pipeline
 
     run_pipeline(from_options(PipelineOptions, kw))

@@ -9,7 +9,7 @@ from typing import Any
 
 from curate.core.errors import CurateError
 from curate.core.params import field_range, range_problem
-from curate.core.stage import REPORT, Stage, run_stage
+from curate.core.stage import REPORT, Stage
 from curate.negatives.knobs import Ceiling
 
 KINDS = ("classification", "clustering", "sts")
@@ -47,11 +47,6 @@ class ConvertOptions:
         "help": "sts: draw negatives from these texts (JSONL with 'text') instead of the input's sentences."})
 
 
-def convert_main(opts: ConvertOptions) -> dict[str, Any]:
-    """Run the convert stage through the one runner, which prints its summary."""
-    return run_stage(STAGE, opts)[0]
-
-
 def run_convert(opts: ConvertOptions) -> dict[str, Any]:
     """Convert the input and write the records; every input problem is found before any writing."""
     from curate.core.jsonl import atomic_write_jsonl
@@ -81,7 +76,7 @@ def run_convert(opts: ConvertOptions) -> dict[str, Any]:
             pairs = read_sts_pairs(in_path, scale_max)
             corpus = None
             if corpus_path is not None:
-                from curate.corpus import read_corpus
+                from curate.datasets.corpus import read_corpus
 
                 corpus = [text for _, text in read_corpus(corpus_path)]
             # STS negatives are mined (NV-Embed): the bundled teacher unless told otherwise

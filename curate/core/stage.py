@@ -109,7 +109,7 @@ def is_done(stage: Stage, opts: Any, key: str | None = None) -> bool:
 def run_stage(stage: Stage, opts: Any, *, resume: bool = False, quiet: bool = False) -> tuple[dict[str, Any], str]:
     """Run ``stage`` with ``opts`` (``resume``: not when a run with the same fingerprint finished
     there), print its summary unless ``quiet``; its report and whether it ran or was done earlier."""
-    from curate.progress import console
+    from curate.core.progress import console
 
     folder = Path(opts.out)
     key = fingerprint(stage, opts)

@@ -6,7 +6,7 @@ from collections.abc import Container
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from curate.corpus import read_corpus_entries
+from curate.datasets.corpus import read_corpus_entries
 from curate.core.errors import CurateError
 from curate.core.jsonl import read_jsonl, read_lines
 
@@ -28,7 +28,7 @@ class DroppedQrel:
 
 @dataclass
 class BeirData:
-    corpus: dict[str, str]  # id -> text, the title first (curate.corpus.doc_text)
+    corpus: dict[str, str]  # id -> text, the title first (curate.datasets.corpus.doc_text)
     queries: dict[str, str]
     qrels: dict[str, dict[str, int]] = field(default_factory=dict)  # query id -> {doc id: relevance}
     dropped: list[DroppedQrel] = field(default_factory=list)  # qrels lines citing unknown ids
@@ -76,7 +76,7 @@ def read_qrels(path: Path, docs: Container[str] | None = None, queries: Containe
 
 def _warn_dropped(path: Path, lost: list[DroppedQrel], total: int) -> None:
     """One line on stderr: how many qrels lines were left out, why, and the first of each kind."""
-    from curate.progress import console
+    from curate.core.progress import console
 
     parts = []
     for reason in (DOC_MISSING, QUERY_MISSING):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from curate.core.errors import CurateError
 from curate.core.jsonl import atomic_write_jsonl
-from curate.corpus import read_corpus_entries
+from curate.datasets.corpus import read_corpus_entries
 
 TEXT_SUFFIXES = (".txt", ".md", ".html", ".htm")
 HTML_SUFFIXES = (".html", ".htm")

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from curate.export.inputs import Item
-from curate.minhash import normalize
+from curate.dedup.shingles import normalize
 
 LAYOUTS = ("homogeneous", "blended")
 TASK_ORDERS = ("random", "fixed")

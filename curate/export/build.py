@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from curate.export.inputs import Item
 from curate.export.instructions import Instruction
-from curate.taskspec import is_symmetric
+from curate.llm.taskspec import is_symmetric
 from curate.export.rows import ExportRow
 
 

@@ -1,6 +1,6 @@
 """Drop records whose query or positive near-duplicates an evaluation query or document.
 
-Signatures and LSH are the filter stage's (``curate.minhash``): MinHash over word n-gram
+Signatures and LSH are the filter stage's (``curate.dedup.minhash``): MinHash over word n-gram
 shingles, candidates by LSH bands, each verified with the estimated Jaccard. Every query and
 document of each BEIR folder (``queries.jsonl`` + ``corpus.jsonl``, all splits) counts as
 evaluation text.  ``FOLDER:SPLIT`` narrows that to the split's queries and the documents its
@@ -26,7 +26,7 @@ import numpy as np
 from curate.datasets.beir import load_beir
 from curate.core.errors import CurateError
 from curate.export.inputs import Item
-from curate.minhash import signatures, similar_pairs
+from curate.dedup.minhash import signatures, similar_pairs
 
 FIELDS = ("query", "positive")
 

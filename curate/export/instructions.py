@@ -9,7 +9,7 @@ model trained that way is used with instructions.
 ``e5``: ``Instruct: {task}\\nQuery: {query}`` (E5-mistral, also NV-Embed's form);
 ``nv``: ``{task}: {query}`` (NV-Retriever); ``none``; anything else is a user template
 (a Jinja string, or a file holding one) with the variables ``task`` and ``query``, rendered
-in the sandbox of ``curate.templates``. Symmetric tasks (sts, bitext, or a record whose meta
+in the sandbox of ``curate.llm.templates``. Symmetric tasks (sts, bitext, or a record whose meta
 says ``symmetric``) get the instruction on the positive and negatives too, as NV-Embed does
 for STS: both sides of a symmetric pair play the same role. A record without task text gets
 no instruction.
@@ -22,7 +22,7 @@ from pathlib import Path
 import jinja2
 
 from curate.core.errors import CurateError
-from curate.templates import render, template_from_string
+from curate.llm.templates import render, template_from_string
 
 PRESETS = {
     "e5": "Instruct: {{ task }}\nQuery: {{ query }}",

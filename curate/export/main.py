@@ -27,7 +27,7 @@ from curate.export.instructions import Instruction, resolve
 from curate.export.levels import GAP_BINS, assign_levels
 from curate.export.rows import ExportRow
 from curate.export.splits import split_dev
-from curate.core.stage import REPORT, Stage, run_stage
+from curate.core.stage import REPORT, Stage
 from curate.core.runner import open_run
 
 LEGACY_REPORT = "export_report.json"  # report.json's name before the stage contract: a copy for one release
@@ -166,11 +166,6 @@ def _check_out(out: Path) -> None:
     earlier = (out / REPORT).is_file() or (out / LEGACY_REPORT).is_file()
     if not earlier and any(not p.name.startswith(".curate") for p in out.iterdir()):
         raise CurateError(f"{out}: exists and is not an earlier export; choose another --out")
-
-
-def export_main(opts: ExportOptions) -> dict[str, Any]:
-    """Run the export stage through the one runner, which prints its summary."""
-    return run_stage(STAGE, opts)[0]
 
 
 def run_export(opts: ExportOptions) -> dict[str, Any]:

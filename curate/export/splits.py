@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from curate.export.inputs import Item
-from curate.minhash import normalize
+from curate.dedup.shingles import normalize
 
 
 def _query(it: Item) -> str:

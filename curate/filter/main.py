@@ -11,15 +11,15 @@ from typing import Any
 
 from rich.table import Table
 
-from curate.corpus import read_corpus
+from curate.datasets.corpus import read_corpus
 from curate.core.errors import CurateError
 from curate.core.executor import Executor
 from curate.core.runner import open_run
 from curate.filter.base import FilterContext
 from curate.filter.recipe import load_recipe
-from curate.core.stage import REPORT, Stage, run_stage
+from curate.core.stage import REPORT, Stage
 from curate.filter.run import FILTERED, LEGACY_REPORT, REJECTED, run_steps, write_outputs
-from curate.llm.backend import LLMOptions, llm_client
+from curate.llm.options import LLMOptions
 from curate.core.records import Record, first_of_each_id, read_records
 
 DUPLICATE_ID = "duplicate-id"  # a record id seen before: the first copy is the one filtered
@@ -51,6 +51,8 @@ def _judge_factory(base: LLMOptions, out_dir: Path):
                 model_path=judge.get("model_path") or base.model_path,
                 api_key=os.environ.get(key_env) if key_env else base.api_key,
             )
+        from curate.llm.backend import llm_client
+
         return llm_client(opts, out_dir)
 
     return open_judge
@@ -84,11 +86,6 @@ class FilterOptions:
         "help_vars": {"what": "the per-record steps (heuristics, judges, sts_gap) and the teacher's encoding",
                       "unit": "shards"}})
     plots: bool = True  # the teacher-score plots (when a step scored the records)
-
-
-def filter_main(opts: FilterOptions, quiet: bool = False) -> dict[str, Any]:
-    """Run the filter stage through the one runner (printing its summary unless ``quiet``)."""
-    return run_stage(STAGE, opts, quiet=quiet)[0]
 
 
 def run_filter(opts: FilterOptions) -> dict[str, Any]:

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from curate.core.errors import CurateError
-from curate.resources import resource_dir
-from curate.yamlfile import read_yaml_mapping
+from curate.core.resources import resource_dir
+from curate.core.yamlfile import read_yaml_mapping
 
 
 @dataclass

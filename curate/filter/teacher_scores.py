@@ -33,7 +33,7 @@ import numpy as np
 
 from curate.negatives.search import rank_targets, top_k
 from curate.core.records import Record, TeacherScores
-from curate.taskspec import is_symmetric
+from curate.llm.taskspec import is_symmetric
 
 
 

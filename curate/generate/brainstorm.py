@@ -14,13 +14,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from curate.asyncrun import bounded
+from curate.core.asyncrun import bounded
 from curate.core.errors import CurateError
 from curate.core.jsonl import JsonlAppender, read_jsonl
 from curate.llm.client import LLMClient, derive_seed
-from curate.progress import RunStats
+from curate.core.progress import RunStats
 from curate.core.records import Task, stable_id
-from curate.taskspec import TaskSpec
+from curate.llm.taskspec import TaskSpec
 
 
 
@@ -70,7 +70,7 @@ async def brainstorm(
         return fixed_tasks(spec)
     path = tasks_path(out_dir, spec.family)
     kept: list[Task] = load_tasks(path, spec.family) if path.exists() else []
-    from curate.near_dup import NearDupIndex  # datasketch is slow to import; only brainstorming needs it
+    from curate.dedup.near_dup import NearDupIndex  # datasketch is slow to import; only brainstorming needs it
 
     index = NearDupIndex(threshold=dedup_threshold)
     for t in kept:

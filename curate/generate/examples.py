@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from curate.asyncrun import bounded
+from curate.core.asyncrun import bounded
 from curate.core.errors import CurateError
 from curate.core.jsonl import JsonlAppender, atomic_write_jsonl, read_jsonl, trim_partial_tail
 from curate.llm.client import LLMClient, derive_seed
 from curate.llm.task import LLMTask, Result
-from curate.progress import RunStats
+from curate.core.progress import RunStats
 from curate.core.records import Negative, Positive, Record, Task, stable_id
-from curate.taskspec import TaskSpec
+from curate.llm.taskspec import TaskSpec
 
 
 GENERATED = "generated.jsonl"

@@ -20,15 +20,15 @@ from typing import Any
 
 from curate.core.errors import CurateError
 from curate.core.records import Record, Task, stable_id
-from curate.corpus import doc_text
+from curate.datasets.corpus import doc_text
 from curate.datasets.documents import Documents, Passage
-from curate.progress import RunStats
-from curate.taskspec import TaskSpec
+from curate.core.progress import RunStats
+from curate.llm.taskspec import TaskSpec
 
 from curate.generate.examples import Item, make_item, pinned_parts
+from curate.generate.stage import CORPUS  # noqa: F401  (the passages' file in the run folder, declared with the stage)
 
 FAMILY = "from-corpus"
-CORPUS = "corpus.jsonl"  # the passages' corpus, written into the run folder
 
 
 def passage_text(p: Passage) -> str:

@@ -21,9 +21,9 @@ from typing import Any
 
 from curate.core.errors import CurateError
 from curate.core.jsonl import read_jsonl
-from curate.progress import RunStats
+from curate.core.progress import RunStats
 from curate.core.records import Task, stable_id
-from curate.taskspec import TaskSpec
+from curate.llm.taskspec import TaskSpec
 
 from curate.generate.examples import Item, make_item, pinned_parts
 

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from curate.core.errors import CurateError
-from curate.core.stage import Stage, run_stage
-from curate.generate.from_corpus import CORPUS  # the passages a next stage searches
-from curate.llm.backend import LLMOptions
+from curate.core.stage import Stage
+from curate.llm.options import LLMOptions
 
 GENERATED, FAILED = "generated.jsonl", "failed.jsonl"
+CORPUS = "corpus.jsonl"  # the passages of the user's documents, which a next stage searches
 LEGACY_REPORT = "summary.json"  # report.json's name before the stage contract: a copy for one release
 
 
@@ -88,7 +88,7 @@ class GenerateOptions(StageOptions):
 
 
 def families(names: Sequence[str], tasks_dirs: Sequence[str]) -> list[str]:
-    from curate.taskspec import list_families, load_spec
+    from curate.llm.taskspec import list_families, load_spec
 
     if "all" in names:  # every family the model writes whole; not those that need given inputs
         dirs = tuple(Path(d) for d in tasks_dirs)
@@ -100,7 +100,7 @@ def brainstorm_stage(opts: StageOptions, n: int = 50) -> dict[str, Any]:
     """Brainstorm ``n`` distinct task descriptions per family into ``OUT/tasks/FAMILY.jsonl``."""
     from curate.core.jsonl import atomic_write_jsonl
     from curate.generate.brainstorm import brainstorm, tasks_path
-    from curate.progress import console
+    from curate.core.progress import console
 
     out = Path(opts.out)
 
@@ -114,16 +114,11 @@ def brainstorm_stage(opts: StageOptions, n: int = 50) -> dict[str, Any]:
     return run_llm_stage("brainstorm", opts, one, {"n": n})
 
 
-def generate_main(opts: GenerateOptions) -> dict[str, Any]:
-    """Run the generate stage through the one runner (it resumes item by item by itself)."""
-    return run_stage(STAGE, opts)[0]
-
-
 def generate_stage(opts: GenerateOptions) -> dict[str, Any]:
     """Generate (query, positive, graded negatives) records into ``OUT/generated.jsonl``."""
     from curate.generate.brainstorm import brainstorm, fixed_tasks, load_tasks
     from curate.generate.examples import generate
-    from curate.progress import RunStats
+    from curate.core.progress import RunStats
 
     names = tuple(opts.tasks)
     if opts.pairs and opts.corpus:
@@ -153,7 +148,7 @@ def generate_stage(opts: GenerateOptions) -> dict[str, Any]:
         from curate.datasets.documents import read_documents
 
         docs = read_documents(opts.corpus)
-        docs.check_target(out / from_corpus.CORPUS)
+        docs.check_target(out / CORPUS)
 
     async def one(spec, client, stats, progress):
         if pairs is not None or docs is not None:
@@ -163,7 +158,7 @@ def generate_stage(opts: GenerateOptions) -> dict[str, Any]:
                 items = from_pairs.pair_items(spec, pairs, tasks, opts.seed, stats, opts.pins, opts.max_chars,
                                               limit=opts.n)
             else:
-                docs.write_corpus(out / from_corpus.CORPUS)  # the corpus filter --corpus and mine --corpus take
+                docs.write_corpus(out / CORPUS)  # the corpus filter --corpus and mine --corpus take
                 stats.extra["passages"] = len(docs.passages)
                 items = from_corpus.corpus_items(spec, docs, opts.n, tasks, opts.seed, stats, opts.pins,
                                                  opts.max_chars)
@@ -190,7 +185,7 @@ def generate_stage(opts: GenerateOptions) -> dict[str, Any]:
 def _check_inputs(names: Sequence[str], tasks_dirs: Sequence[str], source: str | None) -> None:
     """Specs that take given inputs run with --from-pairs (query and positive) or --from-corpus
     (positive), and only they do."""
-    from curate.taskspec import load_spec
+    from curate.llm.taskspec import load_spec
 
     dirs = tuple(Path(d) for d in tasks_dirs)
     for name in families(names, tasks_dirs):
@@ -218,8 +213,8 @@ def run_llm_stage(stage: str, opts: StageOptions, one: PerFamily, extra: dict[st
     from curate.core.runner import open_run
     from curate.llm.backend import llm_backend, open_backend
     from curate.llm.redact import safe_url
-    from curate.progress import RunStats, console, print_summary, progress_bar
-    from curate.taskspec import load_spec
+    from curate.core.progress import RunStats, console, print_summary, progress_bar
+    from curate.llm.taskspec import load_spec
 
     dirs = tuple(Path(d) for d in opts.tasks_dirs)
     specs = [load_spec(name, dirs) for name in families(names or opts.tasks, opts.tasks_dirs)]
@@ -288,7 +283,7 @@ def funnel(report: dict[str, Any], folder: Path) -> dict[str, Any]:
     from collections import Counter
 
     from curate.core.jsonl import read_jsonl
-    from curate.progress import reason_kind
+    from curate.core.progress import reason_kind
 
     ok = sum(1 for _ in read_jsonl(folder / GENERATED)) if (folder / GENERATED).is_file() else 0
     failed = [obj for _, obj in read_jsonl(folder / FAILED)] if (folder / FAILED).is_file() else []

@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
@@ -31,6 +30,7 @@ from curate.core.registry import Registry
 from curate.llm.cache import RequestCache
 from curate.llm.client import Answer, ClientConfig, LLMClient
 from curate.llm.embedded import EmbeddedServer
+from curate.llm.options import LLMOptions  # noqa: F401  (declared apart, so options need no client)
 
 
 class Backend(Protocol):
@@ -67,37 +67,6 @@ def open_backend(cfg: ClientConfig, cache: RequestCache) -> Backend:
     return backend_for(cfg.base_urls)(cfg, cache)
 
 REMOTE_CONCURRENCY = 256  # per server: about what one vLLM instance batches at once
-
-
-@dataclass
-class LLMOptions:
-    """Which model answers and how requests are sent: every LLM-driven command's options (the
-    command line builds them from these fields, ``curate.cli.options``)."""
-
-    base_urls: tuple[str, ...] = field(default=(), metadata={
-        "flag": "--base-url", "metavar": "URL",
-        "help": "OpenAI-compatible server (vLLM, ...); repeat to spread requests over several. "
-                "Default: $OPENAI_BASE_URL, else the embedded CPU model."})
-    model: str | None = field(default=None, metadata={
-        "help": "Model name the server serves (required with --base-url)."})
-    api_key: str | None = field(default=None, metadata={
-        "envvar": "OPENAI_API_KEY", "help": "API key for the server; read from the environment, never logged."})
-    model_path: str | None = field(default=None, metadata={
-        "path": "file", "help": "Serve this GGUF file on the CPU instead of the bundled model."})
-    concurrency: int | None = field(default=None, metadata={
-        "min": 1, "help": "Requests in flight per server (default: 256 for servers, the slot count embedded)."})
-    timeout: float = field(default=600.0, metadata={
-        "min": 0.1, "help": "Seconds before a request counts as timed out."})
-    max_retries: int = field(default=6, metadata={
-        "min": 0, "help": "Retries of a request after 429/5xx/timeouts/dropped connections."})
-    max_reasks: int = field(default=2, metadata={
-        "min": 0, "help": "New asks after an answer that is not valid JSON, fails the schema, or is cut off."})
-    backoff_base: float = field(default=1.0, metadata={
-        "min": 0.0, "help": "First retry delay in seconds (doubles each retry, with jitter)."})
-    cache: str | None = field(default=None, metadata={
-        "path": "file", "help": "Request cache file (default: OUT/.cache/llm.sqlite)."})
-    parallel: int = field(default=4, metadata={  # embedded server slots
-        "min": 1, "help": "Slots of the embedded server (sequences decoded together)."})
 
 
 @contextmanager

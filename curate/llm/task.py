@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from curate.templates import load_template, render, template_hash
+from curate.llm.templates import load_template, render, template_hash
 
 if TYPE_CHECKING:  # the client pulls in openai; a task needs only its answers
     from curate.llm.client import Answer

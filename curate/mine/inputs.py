@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from curate.corpus import read_corpus_entries
+from curate.datasets.corpus import read_corpus_entries
 from curate.core.errors import CurateError
 from curate.core.jsonl import read_jsonl
 from curate.core.records import Record, first_of_each_id, read_records, stable_id

@@ -15,7 +15,7 @@ from curate.core.errors import CurateError
 from curate.core.jsonl import atomic_write_jsonl
 from curate.core.params import range_problem
 from curate.core.runner import REJECTED
-from curate.core.stage import REPORT, Stage, run_stage
+from curate.core.stage import REPORT, Stage
 from curate.mine import report as rep
 from curate.mine.ensemble import ENSEMBLES, Pick, assign_cross, interleave
 from curate.negatives.search import SearchIndex
@@ -283,11 +283,6 @@ def _mine(opts: MineOptions, cfg: MineConfig, run, teachers, rescorer) -> dict[s
     report["wall_seconds"] = round(time.perf_counter() - started, 2)
     run.write_report(report, legacy=LEGACY_REPORT)
     return report
-
-
-def mine_main(opts: MineOptions) -> dict[str, Any]:
-    """Run the mine stage through the one runner, which prints its summary."""
-    return run_stage(STAGE, opts)[0]
 
 
 def summary(report: dict[str, Any], out: Path) -> list[str]:

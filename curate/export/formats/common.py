@@ -72,7 +72,7 @@ def raw_document(row: ExportRow, text: str) -> str:
 def split_title(row: ExportRow, text: str) -> tuple[str, str]:
     """(title, body) of a document as the row carries it, for formats with a title field.
 
-    Documents are one text, the title first (``curate.corpus.doc_text``); the reader of such a
+    Documents are one text, the title first (``curate.datasets.corpus.doc_text``); the reader of such a
     format joins them again with a space, so the text it encodes is the one curate trained and
     mined with. A document with no known title, or with an instruction in front, stays whole."""
     title = row.titles.get(text)

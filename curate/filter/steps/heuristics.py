@@ -28,7 +28,7 @@ from typing import Any
 from curate.core.errors import CurateError
 from curate.core.params import schema_from_defaults
 from curate.filter.base import keep_negatives, merge_params, FilterContext, register
-from curate.near_dup import normalize, shingles
+from curate.dedup.shingles import char_shingles, normalize
 from curate.core.records import Negative, Record
 
 DEFAULT_SELF_EXPLANATION_PATTERNS = [
@@ -201,7 +201,7 @@ def heuristics(records: list[Record], params: dict[str, Any], ctx: FilterContext
 
         # ---- negatives, each on its own, then against the positive and each other
         pos_norm = normalize(rec.positive)
-        pos_sh = shingles(rec.positive, size)
+        pos_sh = char_shingles(rec.positive, size)
         copy_exempt = family in (p["query_copy_exempt_negatives"] or [])
         survivors: list[tuple[Negative, str, set]] = []
         dropped_here = 0
@@ -215,7 +215,7 @@ def heuristics(records: list[Record], params: dict[str, Any], ctx: FilterContext
             )
             if fault is None:
                 norm = normalize(text)
-                sh = shingles(text, size)
+                sh = char_shingles(text, size)
                 if norm == pos_norm:
                     fault = "negative-equals-positive", {"similarity": 1.0, "exact": True}
                 else:

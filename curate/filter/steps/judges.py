@@ -36,7 +36,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from curate.asyncrun import bounded
+from curate.core.asyncrun import bounded
 from curate.core.errors import CurateError
 from curate.core.params import schema_from_defaults
 from curate.filter.base import keep_negatives, merge_params, FilterContext, register

@@ -42,7 +42,7 @@ import numpy as np
 from curate.core.errors import CurateError
 from curate.core.params import schema_from_defaults
 from curate.filter.base import merge_params, FilterContext, register
-from curate.minhash import (
+from curate.dedup.minhash import (
     jaccard,
     lsh_params,
     resolve_group,
@@ -147,7 +147,7 @@ def _staged(alive: list[Record], field: str, thr: float, ngram: int, tq: float, 
     """The same groups through ``minhash_staged`` (signatures a map, bands grouped by key,
     components in the driver). The checks hold the members' signatures only, so the groups
     come as positions in them, with the record each position is (``members``, ascending)."""
-    from curate.minhash_staged import staged_groups
+    from curate.dedup.staged import staged_groups
 
     texts = [getattr(r, field) for r in alive]
     if field == "task":

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from curate.asyncrun import bounded
+from curate.core.asyncrun import bounded
 from curate.core.errors import CurateError
 from curate.core.params import schema_from_defaults
 from curate.core.records import Positive, Record

@@ -1,0 +1,70 @@
+"""Fine-tune the student on one arm's rows with sentence-transformers, MultipleNegativesRankingLoss.
+
+curate exports are read in file order (the sampler the export ships), so the curriculum and
+batch layout are what the student sees; baseline rows are read the way sentence-transformers
+recommends for this loss (shuffled, ``NO_DUPLICATES`` batches).  Every arm gets the same
+budget: ``steps`` optimiser steps of ``batch_size`` rows, the rows repeated as often as the
+budget needs.  Texts are cut to ``max_seq_length`` tokens while training (the CPU budget);
+the saved model keeps the student's own length for evaluation.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from curate.flows.ablate.grid import Budget
+
+
+def load_student(name: str | None):
+    """The student as a fresh ``SentenceTransformer`` (the bundled MiniLM when ``name`` is None),
+    loaded the way every curate model is (offline for the bundled one)."""
+    from curate.embed.teacher import Teacher
+
+    return Teacher(model=name, cache=False).model
+
+
+def fine_tune(student: str | None, rows, budget: Budget, seed: int, in_order: bool, out: Path) -> dict[str, Any]:
+    """Train a fresh copy of ``student`` on ``rows`` (a ``datasets.Dataset``), save it to ``out``."""
+    import torch
+    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    try:  # sentence-transformers >= 6
+        from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+        from sentence_transformers.sentence_transformer.training_args import BatchSamplers
+    except ImportError:  # 3.x - 5.x
+        from sentence_transformers.losses import MultipleNegativesRankingLoss
+        from sentence_transformers.training_args import BatchSamplers
+    from transformers.trainer_callback import PrinterCallback
+
+    from curate.export.sampler import SequentialBatchSampler
+
+    torch.manual_seed(seed)
+    model = load_student(student)
+    eval_length = model.max_seq_length
+    model.max_seq_length = min(budget.max_seq_length, eval_length)
+    per_pass = math.ceil(len(rows) / budget.batch_size)
+    args = SentenceTransformerTrainingArguments(
+        output_dir=str(out / "checkpoints"), per_device_train_batch_size=budget.batch_size,
+        batch_sampler=SequentialBatchSampler if in_order else BatchSamplers.NO_DUPLICATES,
+        max_steps=budget.steps, num_train_epochs=math.ceil(budget.steps / per_pass), learning_rate=budget.lr,
+        warmup_steps=max(1, round(budget.steps * budget.warmup_ratio)), lr_scheduler_type="linear",
+        save_strategy="no", logging_steps=max(1, budget.steps // 10), seed=seed, data_seed=seed,
+        report_to="none", dataloader_drop_last=False, disable_tqdm=True,
+        dataloader_pin_memory=torch.cuda.is_available(),
+    )
+    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=rows,
+                                         loss=MultipleNegativesRankingLoss(model))
+    trainer.remove_callback(PrinterCallback)  # the loss goes into the result, not onto the console
+    started = time.perf_counter()
+    result = trainer.train()
+    seconds = time.perf_counter() - started
+    model.max_seq_length = eval_length
+    model.save(str(out))
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    return {"steps": int(result.global_step), "rows": len(rows), "passes": round(result.global_step / per_pass, 2),
+            "negatives_per_row": sum(c.startswith("negative") for c in rows.column_names),
+            "train_s": round(seconds, 1), "s_per_step": round(seconds / max(1, result.global_step), 2),
+            "first_loss": losses[0] if losses else None, "last_loss": losses[-1] if losses else None,
+            "device": str(model.device)}

@@ -1,0 +1,220 @@
+"""``curate pipeline DOCS --out RUN``: documents in, training data out, in one command.
+
+Users with documents and no labelled queries would otherwise run five commands and wire their
+files together by hand. The pipeline is a list of stages, each run by the one stage runner
+(``curate.core.stage.run_stage``) in a sub-folder of RUN: ``generate/`` (a query per sampled
+passage), ``filter/`` (the recipe, with the passages as the round trip's corpus), ``mine/``
+(hard negatives from the same passages), ``relabel/`` (only with ``relabel=True``: an LLM judge
+looks again at the mined negatives) and ``export/``. Each stage reads the one before it through
+the contract (its product, its corpus), never by file name. At the end it prints the funnel,
+where the records went and why, and writes it to ``RUN/pipeline.json``.
+
+Re-running resumes: a stage whose fingerprint (its options and the bytes of its inputs) matches
+its finished run is "done earlier"; anything else runs again. Generate finishes what it has not
+done (its own resume), and starts afresh when its fingerprint changed (another seed, count,
+task or model), so two runs' records never mix. The stages write through their run folders
+(staged and swapped in whole, see ``curate.core.runner``), so a kill leaves the last whole
+output or none, never half of one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.markup import escape
+
+from curate.core.errors import CurateError
+from curate.core.jsonl import atomic_write_json
+from curate.core.stage import DONE, Stage, report_of, run_stage
+from curate.llm.options import LLMOptions
+from curate.core.progress import console
+
+RELABEL = "relabel"  # the recipe the relabel stage runs, and its folder
+FUNNEL = "pipeline.json"
+
+
+@dataclass(kw_only=True)
+class PipelineOptions:
+    # a BEIR folder, a corpus JSONL, a folder of .txt/.md/.html, or one such file
+    docs: str = field(metadata={"argument": True, "path": "any"})
+    out: str = field(metadata={
+        "path": "dir",
+        "help": "Run folder: generate/, filter/, mine/, relabel/, export/ and pipeline.json (re-run to resume)."})
+    n: int = field(default=200, metadata={  # passages sampled; one query each
+        "flag": "--num-examples", "short": "-n", "min": 1,
+        "help": "Passages sampled with --seed, one query each (a few hundred suit the bundled CPU model: "
+                "minutes to an hour; a server takes thousands)."})
+    seed: int = field(default=0, metadata={"help": "Seed for every per-item draw."})
+    llm: LLMOptions = field(default_factory=LLMOptions)  # generate's backend, and relabel's judge
+    # or from-corpus-multihop (queries over 2-3 related passages), or a spec file
+    task: str = field(default="from-corpus", metadata={
+        "help": "The query-writing spec: from-corpus (one passage a query), from-corpus-multihop (a query "
+                "over 2-3 related passages, each a positive) or a spec file with inputs: [positive]."})
+    recipe: str = field(default="from-corpus", metadata={
+        "help": "Filter recipe: a shipped name or a recipe YAML file."})
+    relabel: bool = field(default=False, metadata={  # off until measured
+        "flag": "--relabel/--no-relabel",
+        "help": "Have an LLM judge relabel the mined negatives before export (off: the bundled model is too "
+                "weak a judge; use a real one behind --base-url)."})
+    # filter's and mine's teacher (default: the recipe's / the bundled one)
+    teacher: str | None = field(default=None, metadata={
+        "help": "Teacher embedding model for filter and mine  [default: the recipe's, else the bundled "
+                "all-MiniLM-L6-v2]."})
+    formats: tuple[str, ...] = field(default=("sentence-transformers",), metadata={
+        "flag": "--format", "help_names": {"formats": "curate.export.formats:in_order"},
+        "help": "Export format, as curate export takes it ({formats}, or all); repeatable."})
+    # the export card's licence: the user's documents have no known one
+    license: str | None = field(default=None, metadata={
+        "metavar": "ID",
+        "help": "The export card's licence, a Hub id such as cc-by-4.0: the one your documents are under."})
+    plots: bool = field(default=True, metadata={"help": "Write filter's and mine's plots."})
+    prompts_dirs: tuple[str, ...] = field(default=(), metadata={
+        "flag": "--prompts-dir", "path": "dir",
+        "help": "Extra folder of Jinja templates, searched before the shipped prompts/."})
+
+
+def run_pipeline(opts: PipelineOptions) -> dict[str, Any]:
+    """Run (or resume) every stage, then print and return the funnel."""
+    from curate.core.runner import open_run
+    from curate.datasets.documents import read_documents
+    from curate.filter.recipe import load_recipe
+
+    if opts.n < 1:
+        raise CurateError(f"-n must be at least 1, got {opts.n}")
+    docs = read_documents(opts.docs)  # bad input is one line here, before any folder or model
+    out = Path(opts.out)
+    text_folder = docs.path.is_dir() and not (docs.path / "corpus.jsonl").is_file()
+    if text_folder and docs.path.resolve() in (out.resolve(), *out.resolve().parents):
+        raise CurateError(f"--out {out} lies inside DOCS {docs.path}: a re-run would read its files as documents")
+    for recipe in (opts.recipe, RELABEL) if opts.relabel else (opts.recipe,):
+        load_recipe(recipe)
+    from curate.generate.from_corpus import check_spec
+    from curate.llm.taskspec import load_spec
+
+    check_spec(load_spec(opts.task, ()))
+    from curate.export.formats import FORMATS
+    from curate.export.formats.hub import check_license
+
+    for name in opts.formats:
+        if name != "all":
+            FORMATS.get(name, where="--format")
+    check_license(opts.license)  # before any model starts
+    llm = opts.llm if opts.llm.cache else dataclasses.replace(opts.llm, cache=str(out / ".cache" / "llm.sqlite"))
+    params = {k: v for k, v in dataclasses.asdict(opts).items() if k not in ("llm", "out")}
+    with open_run("pipeline", out, params, [opts.docs], staged=False) as run:
+        states, reports, stop = _run_stages(opts, llm, out)
+        funnel = build_funnel(opts, docs, states, reports, stop)
+        atomic_write_json(out / FUNNEL, funnel)
+        run.counts.update({name: states[name] for name in states})
+    print_funnel(funnel, [stage for stage, _ in reports.values()])
+    if stop:  # the funnel above says where the records went
+        raise CurateError(stop)
+    return funnel
+
+
+def stages(opts: PipelineOptions, llm: LLMOptions, out: Path) -> list[tuple[Stage, Any]]:
+    """The stages in order, each with its options; a stage reads the one before it through the
+    contract (``Stage.path``), so nothing here knows a stage's file names."""
+    from curate.export.main import STAGE as EXPORT, ExportOptions
+    from curate.filter.main import STAGE as FILTER, FilterOptions
+    from curate.generate.stage import STAGE as GENERATE, GenerateOptions
+    from curate.mine.main import STAGE as MINE, MineOptions
+
+    gen = out / GENERATE.name
+    corpus = str(GENERATE.path(gen, "corpus"))
+    steps: list[tuple[Stage, Any]] = [
+        (GENERATE, GenerateOptions(out=str(gen), corpus=opts.docs, n=opts.n, seed=opts.seed, llm=llm,
+                                   tasks=(opts.task,), prompts_dirs=tuple(opts.prompts_dirs))),
+        (FILTER, FilterOptions(inp=str(GENERATE.path(gen)), out=str(out / FILTER.name), corpus=corpus, llm=llm,
+                               recipe=opts.recipe, teacher=opts.teacher, plots=opts.plots)),
+        (MINE, MineOptions(out=str(out / MINE.name), records=str(FILTER.path(out / FILTER.name)), corpus=corpus,
+                           teachers=(opts.teacher,) if opts.teacher else (), seed=opts.seed, plots=opts.plots)),
+    ]
+    if opts.relabel:
+        relabel = dataclasses.replace(FILTER, name=RELABEL)
+        steps.append((relabel, FilterOptions(inp=str(MINE.path(out / MINE.name)), out=str(out / RELABEL),
+                                             recipe=RELABEL, llm=llm, plots=opts.plots)))
+    last_stage, last_opts = steps[-1]
+    steps.append((EXPORT, ExportOptions(inputs=(str(last_stage.path(last_opts.out)),), out=str(out / EXPORT.name),
+                                        formats=tuple(opts.formats), seed=opts.seed, license=opts.license)))
+    return steps
+
+
+def _run_stages(opts: PipelineOptions, llm: LLMOptions, out: Path):
+    """Each stage's state (ran / done earlier), its report, and why the run stopped early (None:
+    it did not): a stage whose product holds no record leaves nothing for the next one."""
+    states: dict[str, str] = {}
+    reports: dict[str, tuple[Stage, dict[str, Any]]] = {}
+    steps = stages(opts, llm, out)
+    for i, (stage, stage_opts) in enumerate(steps):
+        report, states[stage.name] = run_stage(stage, stage_opts, resume=True)
+        reports[stage.name] = (stage, report)
+        if i + 1 < len(steps) and not _holds_records(stage.path(stage_opts.out)):
+            why = stage.path(stage_opts.out, "drops")
+            return states, reports, f"{stage.name} left no record for {steps[i + 1][0].name} (why: {why})"
+    return states, reports, None
+
+
+def _holds_records(path: Path) -> bool:
+    try:
+        with path.open("rb") as fh:
+            return any(line.strip() for line in fh)
+    except OSError:
+        return False
+
+
+# ----------------------------------------------------------------------------- the funnel
+
+
+def build_funnel(opts: PipelineOptions, docs, states: dict[str, str], reports: dict[str, tuple[Stage, dict]],
+                 stop: str | None = None) -> dict[str, Any]:
+    """What each stage took in and kept, as each stage tells it from its report and folder
+    (None: a stage not reached, or relabel when off)."""
+    out = Path(opts.out)
+    d = docs.report()
+    funnel: dict[str, Any] = {
+        "docs": str(opts.docs), "out": str(out), "stages": states, "stopped": stop,
+        "documents": {"files": d["files"], "documents": d["documents"], "passages": d["passages"],
+                      "skipped": len(d["skipped"])},
+    }
+    for name in ("generate", "filter", "mine", RELABEL, "export"):
+        funnel[name] = None
+    for name, (stage, report) in reports.items():
+        report = report_of(out / name) or report
+        funnel[name] = stage.funnel(report, out / name) if stage.funnel and report else None
+    return funnel
+
+
+def print_funnel(f: dict[str, Any], order: list[Stage]) -> None:
+    """The funnel, one line per fact, each stage's lines as the stage words them."""
+    def say(label: str, text: str) -> None:
+        console.print(f"  [bold]{label:<9}[/bold] {text}", soft_wrap=True)
+
+    console.print(f"[bold]pipeline[/bold] {escape(f['docs'])} -> {escape(f['out'])}", soft_wrap=True)
+    d = f["documents"]
+    skipped = f", {_n(d['skipped'], 'file')} skipped" if d["skipped"] else ""
+    say("read", f"{_n(d['documents'], 'document')} from {_n(d['files'], 'file')}, "
+                f"{_n(d['passages'], 'passage')} cut{skipped}")
+    plots: list[str] = []
+    for stage in order:
+        entry = f.get(stage.name)
+        if not entry or stage.funnel_lines is None:
+            continue
+        done = " (done earlier)" if f["stages"].get(stage.name) == DONE else ""
+        for label, text in stage.funnel_lines(entry):
+            say(label, text + (done if label else ""))
+        plots += entry.get("plots", [])
+        if stage.name == "mine" and f.get(RELABEL) is None:
+            say(RELABEL, "off (--relabel asks an LLM judge about the mined negatives)")
+        if entry.get("folder"):
+            say("data", escape(entry["folder"]))
+    if plots:
+        say("plots", escape(", ".join(plots)))
+    say("funnel", escape(str(Path(f["out"]) / FUNNEL)))
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"

@@ -1,0 +1,365 @@
+"""``curate ablate`` on a tiny grid: real mining, export, training and evaluation, a few steps on
+the CPU, on a small BEIR folder cut from SciFact (the full grid is a benchmark, not a test)."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from curate.flows.ablate.grid import load_grid
+from curate.flows.ablate.main import AblateOptions, run_ablate
+from curate.datasets.beir import load_beir
+from curate.core.errors import CurateError
+from curate.core.stage import report_of
+from tests.helpers import REPO, SHARED_DATA, assert_one_line_error, run_curate
+from tests.mine_helpers import write_beir
+
+GRID = """\
+data: {data}
+queries: 20
+eval: {{data: {data}, split: test, light: false}}
+budget: {{steps: 2, batch_size: 4, lr: 2.0e-5, max_seq_length: 48}}
+seeds: [0, 1]
+arms:
+  base: {{kind: base}}
+  st: {{kind: st, st: {{num_negatives: 2}}}}
+  default: {{mine: {{k: 2}}}}
+  same-as-default: {{mine: {{k: 2, method: percpos}}}}
+  same-data: {{mine: {{k: 2}}, export: {{negatives_per_row: 2}}}}
+"""
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A BEIR folder: 30 train and 15 test SciFact claims, their abstracts and 150 others."""
+    tmp = tmp_path_factory.mktemp("ablate")
+    train, test = load_beir(SHARED_DATA / "scifact", "train"), load_beir(SHARED_DATA / "scifact", "test")
+    rng = random.Random(3)
+    tq = rng.sample(sorted(train.qrels), 30)
+    eq = rng.sample(sorted(test.qrels), 15)
+    docs = {d for q in tq for d in train.qrels[q]} | {d for q in eq for d in test.qrels[q]}
+    docs |= set(rng.sample(sorted(train.corpus), 150))
+    folder = write_beir(tmp / "beir", {d: train.corpus[d] for d in sorted(docs)},
+                        {**{q: train.queries[q] for q in tq}, **{q: test.queries[q] for q in eq}},
+                        {q: train.qrels[q] for q in tq})
+    (folder / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{s}\n" for q in eq for d, s in test.qrels[q].items()))
+    grid = tmp / "grid.yaml"
+    grid.write_text(GRID.format(data=folder))
+    return {"tmp": tmp, "grid": grid, "folder": folder}
+
+
+def _say(log):
+    return lambda msg: log.append(msg)
+
+
+@pytest.fixture(scope="module")
+def finished(tiny):
+    """The tiny grid run once, here, as a user would: its report, log and folder."""
+    log: list[str] = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CURATE_CACHE_DIR", str(tiny["tmp"] / "cache"))
+        report = run_ablate(AblateOptions(grid=str(tiny["grid"]), out=str(tiny["tmp"] / "out"), say=_say(log)))
+    return {"report": report, "log": log, "out": tiny["tmp"] / "out"}
+
+
+def test_tiny_grid_report_baseline_and_resume(tiny, finished, monkeypatch):
+    monkeypatch.setenv("CURATE_CACHE_DIR", str(tiny["tmp"] / "cache"))
+    out, log, report = finished["out"], list(finished["log"]), finished["report"]
+    work = Path(report["work"])
+    rows = {r["arm"]: r for r in report["summary"]}
+    assert set(rows) == {"base", "st", "default", "same-as-default", "same-data"}
+    assert rows["base"]["seeds"] == [0]  # the untrained model is evaluated once
+    for arm in ("st", "default", "same-as-default", "same-data"):
+        assert rows[arm]["seeds"] == [0, 1] and len(rows[arm]["values"]) == 2
+        runs = report["runs"][arm]
+        assert all(r["training"]["steps"] == 2 for r in runs)
+        assert rows[arm]["vs_base"] == pytest.approx(rows[arm]["mean"] - rows["base"]["mean"])
+        assert rows[arm]["vs_best_baseline"] == pytest.approx(rows[arm]["mean"] - rows["st"]["mean"])
+    assert report["best_baseline"] == "st"
+    st_run, cur_run = report["runs"]["st"][0], report["runs"]["default"][0]
+    assert st_run["training"]["order"] == "no-duplicates" and st_run["training"]["negatives_per_row"] == 2
+    # curate's default export (--negatives-per-row auto): in this small corpus the teacher ranks most
+    # labelled positives in its top 10, so each row carries every negative of its record (k=2)
+    assert cur_run["training"]["order"] == "export" and cur_run["training"]["negatives_per_row"] == 2
+    exports = [report_of(p) for p in (work / "exports").iterdir()]
+    auto = [e["negatives_per_row"] for e in exports if "negatives_per_row" in e]
+    assert auto and all(a["chose"] == "all" and a["positive_in_teacher_top_10"] >= 0.5 for a in auto)
+    # an arm whose options differ but whose export is the same file takes the finished run: no training
+    for twin, made in zip(report["runs"]["same-data"], report["runs"]["default"]):
+        assert twin["same_data_as"]["arm"] == "default" and twin["metrics"] == made["metrics"]
+        assert twin["training"]["data_sha256"] == made["training"]["data_sha256"]
+        assert twin["options"]["export"]["negatives_per_row"] == 2
+    assert report["arms"]["same-data"]["key"] != report["arms"]["default"]["key"]
+    assert cur_run["training"]["rows"] <= 20 and st_run["training"]["rows"] <= 20  # the 20 sampled queries
+    # the baseline's rows: sentence-transformers' miner on the same queries, one row per query
+    st_rows = report["runs"]["st"][0]["training"]["rows"]
+    assert 10 <= st_rows <= 20
+    # an arm whose options come to the default's is not trained again
+    assert report["runs"]["same-as-default"][0]["metrics"] == report["runs"]["default"][0]["metrics"]
+    assert sum("arms default, same-as-default, seed" in m for m in log) == 2  # trained once per seed
+    assert report["arms"]["same-as-default"]["same_as"] == ["default"]
+    assert report["runs"]["default"][0]["options"]["mine"]["positive_top"] == 0  # defaults filled in
+    assert (out / "ablate_report.json").is_file() and (out / "ablate.png").is_file()
+    assert json.loads((out / "ablate_report.json").read_text())["summary"] == report["summary"]
+    assert not any((work / "models").iterdir())  # models are removed once evaluated
+
+    # resume: nothing to do; then a lost run (as after a kill) is the only one redone
+    stamps = {p: p.stat().st_mtime_ns for p in (work / "runs").rglob("*.json")}
+    log.clear()
+    again = run_ablate(AblateOptions(grid=str(tiny["grid"]), out=str(out), say=_say(log)))
+    assert log[0].startswith("0 run(s) to do") and again["summary"] == report["summary"]
+    lost = work / "runs" / report["arms"]["st"]["key"] / "seed-1.json"
+    lost.unlink()
+    log.clear()
+    third = run_ablate(AblateOptions(grid=str(tiny["grid"]), out=str(out), say=_say(log)))
+    assert log[0].startswith("1 run(s) to do") and "arm st, seed 1" in log[1]
+    assert {p: p.stat().st_mtime_ns for p in stamps if p != lost} == {p: t for p, t in stamps.items() if p != lost}
+    assert {r["arm"]: r["values"] for r in third["summary"]}["st"][0] == rows["st"]["values"][0]
+    # the command line: --report gathers the finished runs into the table and trains nothing
+    proc = run_curate("ablate", str(tiny["grid"]), "--out", str(out), "--report", "--arm", "st", timeout=300,
+                      env={"CURATE_CACHE_DIR": str(tiny["tmp"] / "cache")})
+    assert proc.returncode == 0, proc.stderr
+    shown = proc.stdout + proc.stderr
+    assert "0 run(s) to do" in shown and "same-as-default" in shown and "vs st" in shown
+
+
+def test_runs_train_on_ray_workers_as_they_do_here(tiny, finished, monkeypatch):
+    """--executor ray: the data is made once in the driver, every run trains and is evaluated on a
+    Ray worker, and each result is filed by the driver as it arrives: the same training losses
+    and figures as the runs made in this process."""
+    import shutil
+
+    from curate.core.executor import Executor
+
+    pytest.importorskip("ray")
+    monkeypatch.setenv("CURATE_CACHE_DIR", str(tiny["tmp"] / "cache"))
+    here = finished["report"]
+    out = tiny["tmp"] / "out-ray"
+    shutil.copytree(finished["out"], out)
+    work = out / Path(here["work"]).name
+    for arm in ("st", "default", "same-data"):  # as if these runs had never finished
+        shutil.rmtree(work / "runs" / here["arms"][arm]["key"])
+    kept = {p: p.stat().st_mtime_ns for p in (work / "runs").rglob("*.json")}
+    assert kept  # base's run stays
+    data_made = {p: p.stat().st_mtime_ns for p in work.glob("*/*/*") if p.parent.parent.name in ("mined", "exports")}
+    log: list[str] = []
+    report = run_ablate(AblateOptions(grid=str(tiny["grid"]), out=str(out), say=_say(log),
+                                      executor=Executor("ray", workers=2)))
+    assert log[0].startswith("6 run(s) to do") and "training 6 run(s) on Ray workers, 2 at a time" in log
+    assert sum(": ndcg@10 " in m for m in log) == 6
+    assert {p: p.stat().st_mtime_ns for p in kept} == kept  # finished runs untouched
+    assert {p: p.stat().st_mtime_ns for p in data_made} == data_made  # mined sets and exports reused
+    assert [r["arm"] for r in report["summary"]] == [r["arm"] for r in here["summary"]]
+    for arm in ("st", "default", "same-as-default", "same-data"):
+        ray_runs, local_runs = report["runs"][arm], here["runs"][arm]
+        assert [r["seed"] for r in ray_runs] == [0, 1]
+        for a, b in zip(ray_runs, local_runs):
+            assert a["options"] == b["options"] and a["training"]["rows"] == b["training"]["rows"]
+            for k in ("first_loss", "last_loss"):  # the same training, step for step
+                assert a["training"][k] == pytest.approx(b["training"][k], rel=1e-5)
+            assert a["metrics"]["ndcg@10"] == pytest.approx(b["metrics"]["ndcg@10"], abs=1e-3)
+    assert not any((work / "models").iterdir())
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("arms: {a: {mine: {methd: naive}}}", "arm 'a' mine: unknown option 'methd'"),
+    ("arms: {a: {mine: {margin: 0.9, relative_margin: 0.1}}}",
+     "arm 'a' mine: --margin and --relative-margin are the same setting"),
+    ("arms: {a: {export: {curriculum: mgh, seed: 3}}}", "'seed' is set by the grid itself"),
+    ("arms: {a: {kind: st, st: {num_negative: 4}}}", "arm 'a' st: unknown option 'num_negative'"),
+    ("arms: {a: {kind: nope}}", "kind 'nope'"),
+    ("arms: {a: {kind: base, mine: {k: 2}}}", "belong to curate arms"),
+    ("budget: {steps: 0}\narms: {a: {}}", "budget needs steps >= 1"),
+    ("budget: {step: 3}\narms: {a: {}}", "unknown option 'step'"),
+    ("seeds: []\narms: {a: {}}", "seeds must be"),
+    ("holdout: 1.5\narms: {a: {}}", "holdout must be a share between 0 and 1"),
+    ("holdout: 0.5\neval: {split: test}\narms: {a: {}}", "leave eval's data and split out"),
+])
+def test_grid_errors_are_one_line_naming_the_file(tiny, text, needle):
+    grid = tiny["tmp"] / "bad.yaml"
+    grid.write_text(f"data: {tiny['folder']}\n{text}\n")
+    with pytest.raises(CurateError) as e:
+        load_grid(grid)
+    assert needle in str(e.value) and str(grid) in str(e.value)
+    proc = run_curate("ablate", str(grid), "--out", str(tiny["tmp"] / "bad-out"), timeout=120)
+    assert_one_line_error(proc, needle)
+    assert not (tiny["tmp"] / "bad-out").exists()
+
+
+def test_holdout_trains_and_evaluates_on_disjoint_queries_of_one_split(tiny):
+    """A collection that labels one split: ``holdout`` trains on some of its queries and the
+    evaluation folder's qrels hold only the others, every judged line of each."""
+    from curate.flows.ablate import arms as data
+    from curate.datasets.beir import read_qrels
+
+    grid_file = tiny["tmp"] / "holdout.yaml"
+    grid_file.write_text(f"data: {tiny['folder']}\nsplit: train\nholdout: 0.25\narms: {{a: {{}}}}\n")
+    grid = load_grid(grid_file)
+    assert grid.eval_split == "train" and grid.holdout == 0.25
+    work = tiny["tmp"] / "holdout-work"
+    trained = set(read_qrels(data.training_qrels(grid, work)))
+    folder = Path(data.holdout_data(grid, work))
+    evaluated = read_qrels(folder / "qrels" / "train.tsv")
+    everything = read_qrels(Path(tiny["folder"]) / "qrels" / "train.tsv")
+    assert trained and evaluated and not trained & set(evaluated)
+    assert trained | set(evaluated) == set(everything)
+    assert len(evaluated) == round(0.25 * len(everything))
+    assert all(evaluated[q] == everything[q] for q in evaluated)  # judged lines kept whole
+    assert (folder / "corpus.jsonl").read_bytes() == (Path(tiny["folder"]) / "corpus.jsonl").read_bytes()
+
+
+def test_shipped_grids_load(tiny):
+    root = REPO / "bench" / "grids"
+    paths = sorted(root.glob("*.yaml"))
+    assert {"scifact.yaml", "nfcorpus.yaml", "scifact-corpus.yaml", "nfcorpus-relabel.yaml",
+            "nq-utd-relabel.yaml"} <= {p.name for p in paths}
+    for path in paths:
+        grid = load_grid(path)
+        names = {a.name for a in grid.arms}
+        assert "base" in names, path.name
+        assert grid.baselines == [a.name for a in grid.arms if a.kind == "st"], path.name
+        if path.name in ("scifact.yaml", "nfcorpus.yaml"):  # the mining grids: sentence-transformers beside
+            assert {"st-naive", "st-margin", "default"} <= names and grid.baselines == ["st-naive", "st-margin"]
+
+
+def test_arm_data_is_keyed_by_resolved_options(tiny, monkeypatch):
+    """A mined set or export made under other defaults is never reused: folders are named by the
+    options with every default filled in (an empty arm and one spelling the defaults share one)."""
+    from curate.flows.ablate import arms
+    from curate.flows.ablate.grid import Arm
+
+    grid = load_grid(tiny["grid"])
+    ran: list[tuple[str, str]] = []
+
+    def run_stage(stage, opts, resume=False, quiet=False):  # every stage goes through the one runner
+        assert resume and quiet
+        ran.append((stage.name, opts.out))
+        return {}, "ran"
+
+    monkeypatch.setattr(arms, "run_stage", run_stage)
+    work, qrels = tiny["tmp"] / "keys", tiny["tmp"] / "q.tsv"
+    spelled = Arm("b", mine={"positive_top": 0, "method": "percpos"}, export={"curriculum": "none"})
+    gated = Arm("c", mine={"positive_top": 10})
+    paths = [arms.arm_records(grid, a, qrels, work) for a in (Arm("a"), spelled, gated)]
+    assert paths[0] == paths[1] != paths[2]
+    assert [name for name, _ in ran] == ["mine"] * 3 and ran[0][1] == ran[1][1] != ran[2][1]
+    exports = [arms.curate_export(grid, a, paths[0], 0, work) for a in (Arm("a"), spelled, Arm("d", export={
+        "curriculum": "ordered"}))]
+    assert exports[0] == exports[1] != exports[2]
+    assert [(name, Path(out)) for name, out in ran[3:]] == [("export", e) for e in exports]
+
+
+def test_filtered_sets_are_keyed_by_what_the_recipe_does(tmp_path):
+    """Two files with the same steps share a set; a parameter edited in place makes a new one."""
+    from curate.flows.ablate import arms
+    from curate.flows.ablate.grid import Arm
+
+    grid = load_grid(REPO / "bench" / "grids" / "nfcorpus.yaml")
+    one, two = tmp_path / "one.yaml", tmp_path / "two.yaml"
+    for f in (one, two):
+        f.write_text("# a comment\nsteps:\n  - heuristics: {}\n  - teacher_rank: {positive_top: 10}\n")
+
+    def folder(path):
+        steps = arms.arm_stages(grid, Arm("x", filter=str(path)), tmp_path / "q.tsv", tmp_path / "work")
+        assert [stage.name for stage, _ in steps] == ["mine", "filter"]
+        return steps[1][1].out
+
+    from curate.flows.ablate.main import resolved
+
+    before, key = folder(one), resolved(Arm("x", filter=str(one)))
+    assert before == folder(two), "the same steps, another name: the same set"
+    assert key == resolved(Arm("y", filter=str(two))), "and the same results"
+    one.write_text("steps:\n  - heuristics: {}\n  - teacher_rank: {positive_top: 3}\n")
+    assert folder(one) != before and folder(two) == before
+    assert resolved(Arm("x", filter=str(one))) != key, "an edited recipe's results are not reused"
+
+
+def test_results_made_before_an_option_existed_are_refiled(tmp_path):
+    import json
+
+    from curate.flows.ablate.main import refile_older_results
+
+    now = {"kind": "curate", "mine": {"method": "percpos", "anchor": "lowest"}, "export": {"curriculum": "none"}}
+    older = {"kind": "curate", "mine": {"method": "percpos"}, "export": {"curriculum": "none"}}  # no 'anchor' yet
+    other = {"kind": "curate", "mine": {"method": "naive"}, "export": {"curriculum": "none"}}  # a value differs
+    for key, options in (("old", older), ("other", other)):
+        (tmp_path / "runs" / key).mkdir(parents=True)
+        (tmp_path / "runs" / key / "seed-0.json").write_text(json.dumps({"metrics": {"ndcg@10": 0.5}, "options": options}))
+    record = {**now, "mine": {"method": "percpos", "anchor": "record"}}  # not what the old run did
+    defaults = now  # the options' defaults: anchor 'lowest' is the old behaviour
+    assert refile_older_results(tmp_path, {"new": now, "rec": record}, defaults) == 1
+    moved = json.loads((tmp_path / "runs" / "new" / "seed-0.json").read_text())
+    assert moved["options"] == now and moved["refiled_from"] == "old"
+    assert not (tmp_path / "runs" / "rec").exists()
+    assert refile_older_results(tmp_path, {"new": now, "rec": record}, defaults) == 0  # once
+
+
+def test_an_unset_negatives_per_row_under_a_level_curriculum_is_one_negative(tmp_path):
+    import json
+
+    from curate.flows.ablate.main import refile_older_results
+
+    mgh_then = {"kind": "curate", "mine": {}, "export": {"curriculum": "mgh", "negatives_per_row": None}}
+    none_then = {"kind": "curate", "mine": {}, "export": {"curriculum": "none", "negatives_per_row": None}}
+    for key, options in (("mgh-then", mgh_then), ("none-then", none_then)):
+        (tmp_path / "runs" / key).mkdir(parents=True)
+        (tmp_path / "runs" / key / "seed-0.json").write_text(json.dumps({"metrics": {}, "options": options}))
+    mgh_now = {**mgh_then, "export": {"curriculum": "mgh", "negatives_per_row": 1}}
+    none_now = {**none_then, "export": {"curriculum": "none", "negatives_per_row": 1}}
+    # mgh always gave one negative a row: the same run; none gave every negative: not the same run
+    assert refile_older_results(tmp_path, {"mgh-now": mgh_now, "none-now": none_now}, mgh_now) == 1
+    assert (tmp_path / "runs" / "mgh-now" / "seed-0.json").exists()
+    assert not (tmp_path / "runs" / "none-now").exists()
+    # auto under a level curriculum is one negative a row too: the runs made with 1 are its runs;
+    # under none it may be every negative: not the same run
+    mgh_auto = {**mgh_then, "export": {"curriculum": "mgh", "negatives_per_row": "auto"}}
+    none_auto = {**none_then, "export": {"curriculum": "none", "negatives_per_row": "auto"}}
+    assert refile_older_results(tmp_path, {"mgh-auto": mgh_auto, "none-auto": none_auto}, mgh_auto) == 1
+    assert json.loads((tmp_path / "runs" / "mgh-auto" / "seed-0.json").read_text())["options"] == mgh_auto
+    assert not (tmp_path / "runs" / "none-auto").exists()
+
+
+def test_a_run_from_before_digests_were_recorded_is_found_by_its_export(tiny, finished, tmp_path):
+    """A result without ``data_sha256`` is matched through the export folder its options name, but
+    only when its files are older than the result: files written since may hold other bytes."""
+    import os
+    import shutil
+
+    from curate.flows.ablate import arms as data
+    from curate.flows.ablate.main import same_data_run
+
+    here = finished["report"]
+    work = Path(here["work"])  # in place: export folders are keyed by where their records are
+    shutil.copytree(work / "runs", tmp_path / "runs")
+    grid = load_grid(str(tiny["grid"]))
+    qrels = next((work / "queries").glob("*.tsv"))
+    keep = work / "runs" / here["arms"]["default"]["key"] / "seed-0.json"
+    made = here["runs"]["default"][0]["training"]["data_sha256"]
+    arm = next(a for a in grid.arms if a.name == "default")
+    files = data.train_files(data.export_folder(grid, arm, data.records_path(grid, arm, qrels, work), 0, work))
+    assert files
+    stamps = {f: Path(f).stat().st_mtime for f in files}
+    try:
+        for path in (work / "runs").glob("*/seed-0.json"):  # as results were written before this change
+            if path != keep:
+                path.unlink()
+                continue
+            result = json.loads(path.read_text())
+            result["training"].pop("data_sha256")
+            path.write_text(json.dumps(result))
+        found = same_data_run(grid, work, qrels, 0, made)
+        assert found is not None and found["key"] == keep.parent.name and found["arm"] == "default"
+        assert same_data_run(grid, work, qrels, 1, made) is None  # another seed is another training
+        assert same_data_run(grid, work, qrels, 0, "0" * 16) is None
+        later = keep.stat().st_mtime + 60
+        os.utime(files[0], (later, later))  # as if the export had been written after the result
+        assert same_data_run(grid, work, qrels, 0, made) is None
+    finally:
+        for f, stamp in stamps.items():
+            os.utime(f, (stamp, stamp))
+        shutil.rmtree(work / "runs")
+        shutil.copytree(tmp_path / "runs", work / "runs")

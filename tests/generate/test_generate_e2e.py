@@ -1,0 +1,156 @@
+"""End to end on the real bundled model (SmolLM2-135M on the embedded llama.cpp server)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import jsonschema
+import pytest
+import yaml
+
+from curate.core.records import FAMILIES, Record
+from curate.core.resources import resource_dir
+from tests.helpers import REPO, read_jsonl, run_curate
+
+pytestmark = pytest.mark.e2e
+
+# Small documents keep the CPU run short; every other placeholder is drawn as in production.
+SHORT = ["--set", "num_words=40", "--max-chars", "300"]
+# The work above bounds these runs; this only stops a hung process (a busy 2-core machine
+# has taken over 900 s for the six-family run, so no tighter wall clock is set).
+HANG_S = 3600
+
+
+def _check_record(rec: dict, family: str) -> None:
+    spec = yaml.safe_load((resource_dir("tasks") / f"{family}.yaml").read_text())
+    r = Record.from_dict(rec)  # the shared schema accepts it
+    assert r.task_type == family
+    assert r.task and r.query and r.positive
+    assert [n.level for n in r.negatives] == [1, 2, 3, 4]
+    assert all(n.text for n in r.negatives)
+    # the answer the model gave, rebuilt from the record, satisfies the family's JSON schema
+    answer = {
+        "query": r.query, "positive": r.positive, "positive_score": r.positive_score,
+        "positive_answerable": r.positive_answerable,
+        "negatives": [{"text": n.text, "score": n.score, "answerable": n.answerable} for n in r.negatives],
+    }
+    jsonschema.validate(answer, spec["generate"]["schema"])
+    for key in ("model", "template", "template_hash", "placeholders", "seed", "attempts", "tokens", "latency_s"):
+        assert key in r.meta, key
+    assert r.meta["template"] == f"generate/{family}.j2"
+
+
+@pytest.fixture(scope="module")
+def six_families(tmp_path_factory):
+    out = tmp_path_factory.mktemp("e2e") / "run"
+    args = ["generate", "-n", "2", "--per-task", "2", "--out", str(out), *SHORT]
+    for fam in FAMILIES:
+        args += ["--task", fam]
+    return out, run_curate(*args, timeout=HANG_S)
+
+
+def test_generate_every_family_with_bundled_model(six_families):
+    out, proc = six_families
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    records = read_jsonl(out / "generated.jsonl")
+    failed = read_jsonl(out / "failed.jsonl")
+    by_family = {f: [r for r in records if r["task_type"] == f] for f in FAMILIES}
+    for fam in FAMILIES:
+        ended = len(by_family[fam]) + sum(1 for f in failed if f["task_type"] == fam)
+        assert ended == 2, f"{fam}: every item ends as a record or a failure"
+        assert by_family[fam], f"{fam}: the bundled model produced no valid record"
+        for rec in by_family[fam]:
+            _check_record(rec, fam)
+    assert len({r["id"] for r in records}) == len(records)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["counts"]["ok"] == len(records)
+    assert set(summary["families"]) == set(FAMILIES)
+    # brainstormed families wrote their task files; fixed-task families use the spec's tasks
+    for fam in ("short-long", "long-short", "short-short", "long-long"):
+        tasks = read_jsonl(out / "tasks" / f"{fam}.jsonl")
+        assert tasks and all(t["task_type"] == fam for t in tasks)
+
+
+def test_brainstorm_gives_distinct_tasks(tmp_path):
+    out = tmp_path / "b"
+    proc = run_curate("brainstorm", "--task", "long-short", "-n", "6", "--out", str(out), timeout=HANG_S)
+    assert proc.returncode == 0, proc.stderr
+    tasks = read_jsonl(out / "tasks" / "long-short.jsonl")
+    assert len(tasks) >= 1
+    texts = [" ".join(t["task"].lower().split()) for t in tasks]
+    assert len(set(texts)) == len(texts), "no exact repeats among kept tasks"
+    from curate.dedup.near_dup import NearDupIndex
+
+    idx = NearDupIndex(threshold=0.7)
+    assert all(idx.add_if_new(t) for t in texts), "no near-duplicates among kept tasks"
+    # a second run with the same target reuses the file and sends nothing
+    again = run_curate("brainstorm", "--task", "long-short", "-n", "6", "--out", str(out), timeout=HANG_S)
+    assert again.returncode == 0
+    assert read_jsonl(out / "tasks" / "long-short.jsonl") == tasks
+
+
+def test_killed_run_resumes_without_loss_or_duplicates(tmp_path):
+    out = tmp_path / "resume"
+    cmd = [sys.executable, "-m", "curate", "generate", "--task", "sts", "-n", "6", "--out", str(out), *SHORT]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    gen = out / "generated.jsonl"
+    deadline = time.time() + HANG_S  # bounded by the work: the run ends after 6 items anyway
+    while time.time() < deadline and proc.poll() is None and len(read_jsonl(gen)) < 2:
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = read_jsonl(gen)
+    assert 2 <= len(before) < 6, "the kill landed mid-run"
+    # simulate a write cut off by the kill: a partial last line must not be read back
+    with gen.open("a") as fh:
+        fh.write('{"id": "half-writ')
+    again = run_curate("generate", "--task", "sts", "-n", "6", "--out", str(out), *SHORT, timeout=HANG_S)
+    assert again.returncode == 0, again.stderr
+    after = read_jsonl(gen)
+    failed = read_jsonl(out / "failed.jsonl")
+    ids = [r["id"] for r in after] + [f["id"] for f in failed]
+    assert len(ids) == len(set(ids)) == 6, "six items, each exactly once"
+    assert {r["id"] for r in before} <= {r["id"] for r in after}, "nothing finished was lost"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["counts"]["resumed"] == len(before)
+
+
+def test_filter_the_bundled_model_output(six_families, tmp_path):
+    out, proc = six_families
+    assert proc.returncode == 0, proc.stderr
+    fout = tmp_path / "filtered"
+    res = run_curate("filter", "--in", str(out / "generated.jsonl"), "--out", str(fout),
+                     env={"CURATE_CACHE_DIR": str(tmp_path / "cache")}, timeout=HANG_S)
+    assert res.returncode == 0, res.stderr
+    records = read_jsonl(out / "generated.jsonl")
+    kept = read_jsonl(fout / "filtered.jsonl")
+    rejected = read_jsonl(fout / "rejected.jsonl")
+    dropped = {r["id"] for r in rejected if r["target"] == "record"}
+    assert {r["id"] for r in kept} | dropped == {r["id"] for r in records}, "every record kept or dropped with a reason"
+    assert not {r["id"] for r in kept} & dropped
+    assert all(r["step"] and r["reason"] for r in rejected)
+    report = json.loads((fout / "filter_report.json").read_text())
+    assert report["records_in"] == len(records) and report["records_kept"] == len(kept)
+    for r in kept:
+        assert r["teacher"] and r["teacher"]["model"], "the teacher step records its scores on every kept record"
+        assert r["negatives"], "a kept record keeps at least one negative"
+    # the tiny model's texts rarely pass the default recipe, so the teacher's fields are checked on
+    # every record by a recipe whose only step ranks without limits (it drops nothing)
+    recipe = tmp_path / "rank-only.yaml"
+    recipe.write_text("steps:\n  - teacher_rank: {positive_top: 0, negative_bottom: 0, drop_if_negative_outranks: false}\n")
+    rout = tmp_path / "ranked"
+    res = run_curate("filter", "--in", str(out / "generated.jsonl"), "--out", str(rout), "--recipe", str(recipe),
+                     env={"CURATE_CACHE_DIR": str(tmp_path / "cache")}, timeout=HANG_S)
+    assert res.returncode == 0, res.stderr
+    ranked = read_jsonl(rout / "filtered.jsonl")
+    assert [r["id"] for r in ranked] == [r["id"] for r in records]
+    for r in ranked:
+        t = r["teacher"]
+        # a cosine of float32 unit vectors (a query the model copied from its positive scores 1 + 1e-7)
+        assert t["model"].endswith("all-MiniLM-L6-v2") and -1.0 - 1e-5 <= t["positive"] <= 1.0 + 1e-5
+        assert t["positive_rank"] >= 1 and len(t["negative_ranks"]) == len(r["negatives"])
