@@ -30,8 +30,9 @@ How the two passes are kept comparable:
   counts it under ``llm_cache.new_keys`` (``--compare`` warns); likewise texts the teacher had
   to encode afresh (``embed_cache.new_vectors``). Give ``--embed-cache`` an empty folder to
   have a tree encode everything itself (slow: ~25 min);
-* generate writes records in the order their answers arrive, so the pipeline runs with
-  ``--concurrency 1``;
+* generate puts its records in item order once a run is complete (trees before that wrote them
+  in the order their answers arrived), and the pipeline runs with ``--concurrency 1`` so that
+  both kinds of tree give one order;
 * the inputs made here (convert's examples under ``--inputs``) are written the same way
   every time and hashed into ``inputs``; the small filter inputs cut from mine's output live
   in ``runs/_inputs`` and are hashed as data.
@@ -227,8 +228,8 @@ def plan(stage: Path, inputs: Path, llm_cache: Path) -> list[dict]:
                         "--out", f"{S}/convert-sts"])
 
     # pipeline: generate (bundled LLM, shared request cache), filter, mine, export
-    # (--concurrency 1: generate writes records as their answers come back; one request at a
-    # time makes that the order they were asked in, the same on every pass)
+    # (--concurrency 1: older trees wrote records as their answers came back; one request at a
+    # time makes that the order they were asked in, which is item order, on every pass)
     add("pipeline-demo", ["pipeline", "data/demo", "-n", "12", "--format", "all", "--cache", C,
                           "--concurrency", "1", "--out", f"{S}/pipeline-demo"])
 

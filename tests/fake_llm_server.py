@@ -14,7 +14,11 @@ Embeddings: the marker goes in one of the input texts (its key: the marker and t
 that text's line). ``ok`` answers one vector of ``embed_dim`` numbers per text, the same for
 the same text in any request; the transport actions (``429``, status codes, ``timeout``,
 ``drop``, ``emptybody``, ``html``, ``trickle``, ``echokey``) work as for chat; ``wrongdim``
-answers vectors one number longer, ``short`` one vector fewer than the texts.
+answers vectors one number longer, ``short`` one vector fewer than the texts. Vectors no
+teacher should cache, every vector of the reply alike: ``zeros`` all 0.0, ``bools`` true/false
+instead of numbers, ``strings`` the numbers as JSON strings, ``nan`` and ``inf`` one NaN / one
+Infinity each (non-standard JSON, as Python writes it), ``huge`` 1e300 everywhere, ``hugeN``
+1eN everywhere (``huge30``: each number fits a float32, the vector's length does not).
 
 Behaviour is picked per request from the prompt text, never from arrival order across
 different prompts, so concurrency does not change what a given item sees.  A user message
@@ -80,7 +84,7 @@ from typing import Any, Callable, Iterator
 MARKER_RE = re.compile(r"FAULTS\[([^\]]*)\]")
 VERDICT_RE = re.compile(r"VERDICT\[([^\]]*)\]")
 ACTION_RE = re.compile(
-    r"^(ok|429(s\d+(\.\d+)?)?|\d{3}|timeout(\d+(\.\d+)?)?|slow(\d+(\.\d+)?)?|drop|malformed|truncated|length|badschema|empty|blank|emptybody|html|trickle|echokey|wrongdim|short)$"
+    r"^(ok|429(s\d+(\.\d+)?)?|\d{3}|timeout(\d+(\.\d+)?)?|slow(\d+(\.\d+)?)?|drop|malformed|truncated|length|badschema|empty|blank|emptybody|html|trickle|echokey|wrongdim|short|zeros|bools|strings|nan|inf|huge(\d+)?)$"
 )
 
 MALFORMED_TEXT = "Sure! here is your data: {oops"
@@ -503,7 +507,7 @@ class _Handler(BaseHTTPRequestHandler):
         if action is None:
             return
         dim = self.fake.embed_dim + (action == "wrongdim")
-        vectors = [_vector(t, dim) for t in texts]
+        vectors = [_bad_vector(action, _vector(t, dim)) for t in texts]
         if action == "short":
             vectors = vectors[:-1]
         req.status = 200
@@ -670,6 +674,21 @@ def _vector(text: str, dim: int) -> list[float]:
     """A fixed vector for a text: the same in every request, different for different texts."""
     rng = random.Random(hashlib.sha256(text.encode("utf-8")).digest())
     return [round(rng.gauss(0.0, 1.0), 6) for _ in range(dim)]
+
+
+def _bad_vector(action: str, vec: list[float]) -> list:
+    """``vec`` spoiled as an embeddings action asks (``zeros``, ``bools``, ...); as is otherwise."""
+    if action == "zeros":
+        return [0.0] * len(vec)
+    if action == "bools":
+        return [x > 0 for x in vec]
+    if action == "strings":
+        return [str(x) for x in vec]
+    if action in ("nan", "inf"):
+        return [float(action)] + vec[1:]
+    if action.startswith("huge"):
+        return [float(f"1e{action[4:] or 300}")] * len(vec)
+    return vec
 
 
 def _error(status: int, message: str) -> dict:

@@ -25,6 +25,8 @@ What a field becomes:
 * the help: ``"help"``; ``{name}`` in it is filled from ``help_vars`` (the enclosing field's
   ``"help_vars"`` for a nested dataclass);
 * ``"cli": False``: no option (an API-only field, such as a callback);
+* a field ``out`` with ``"path": "dir"`` is a run folder: parsed first, and a swap a killed run
+  left half done there is finished before any other option is checked;
 * the rest: ``"envvar"``, ``"hidden"``, ``"metavar"``, ``"flag_value"`` (the value of a bare
   ``--opt``), ``"show_default"``, ``"callback"``/``"expose"`` (an option that acts while it is
   parsed), and ``"deprecated": "new_field"``: a hidden alias that still works and says, in one
@@ -246,6 +248,8 @@ def _param(schema: type, f: dataclasses.Field, hint: Any, spec: _Fields,
         kw["callback"] = meta["callback"]
     if meta.get("expose") is False:
         kw["expose_value"] = False
+    if f.name == "out" and meta.get("path") == "dir":  # a run folder: settled before any other option is checked
+        kw.update(is_eager=True, callback=_settle_run_folder)
     if "deprecated" in meta:  # "translated": the value means something else now, and the stage says what
         kw["hidden"] = True
         if not meta.get("translated"):
@@ -258,6 +262,16 @@ def _param(schema: type, f: dataclasses.Field, hint: Any, spec: _Fields,
         option.names_from = dict(meta["help_names"])
         return option
     return click.Option(decls, **kw)
+
+
+def _settle_run_folder(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """``--out`` is parsed first (eager): a swap a killed run left half done there is finished
+    before another option or input can fail the command (``curate.core.runner.settle``)."""
+    if value and not ctx.resilient_parsing:
+        from curate.core.runner import settle
+
+        settle(value)
+    return value
 
 
 class _NamesHelpOption(click.Option):

@@ -1,9 +1,10 @@
-"""``--teacher-base-url``: where a ``--teacher openai:MODEL`` is served, on every command that
-takes a teacher (``filter``, ``mine``, ``convert``, ``eval``, ``ablate``, ``pipeline``).
+"""``--teacher-base-url`` and ``--teacher-timeout``: where a ``--teacher openai:MODEL`` is
+served and how long a request to it may wait, on every command that takes a teacher
+(``filter``, ``mine``, ``convert``, ``eval``, ``ablate``, ``pipeline``).
 
-The URLs go into the process's environment (``curate.embed.api.BASE_URL_ENV``) while the
-option is parsed, where every teacher the run builds finds them, in this process and in the
-Ray workers it starts, so no stage's options have to carry them."""
+Both go into the process's environment (``curate.embed.api.BASE_URL_ENV`` and ``TIMEOUT_ENV``)
+while the option is parsed, where every teacher the run builds finds them, in this process and
+in the Ray workers it starts, so no stage's options have to carry them."""
 
 from __future__ import annotations
 
@@ -21,12 +22,26 @@ def _remember(ctx, param, values):
     return values
 
 
+def _remember_timeout(ctx, param, value):
+    if value is not None:
+        from curate.embed.api import TIMEOUT_ENV
+
+        os.environ[TIMEOUT_ENV] = repr(float(value))
+    return value
+
+
 @dataclass
 class TeacherServers:
-    base_urls: tuple[str, ...] = field(default=(), metadata={
+    # its own name: an option named like --base-url's field would be handed --base-url's values
+    teacher_base_urls: tuple[str, ...] = field(default=(), metadata={
         "flag": "--teacher-base-url", "metavar": "URL", "callback": _remember, "expose": False,
         "help": "Server of a --teacher openai:MODEL (its /v1 URL; repeat to spread the requests). The key: "
                 "$CURATE_TEACHER_API_KEY or $OPENAI_API_KEY."})
+    teacher_timeout: float | None = field(default=None, metadata={
+        "flag": "--teacher-timeout", "metavar": "SECONDS", "min": 0, "min_open": True, "max": 86400,
+        "callback": _remember_timeout, "expose": False,
+        "help": "Seconds a request to a --teacher openai:MODEL may wait for its answer (default 60). It is tried "
+                "up to 7 times; a server that answers nothing stops the run after 3 times SECONDS."})
 
 
 teacher_servers = options_from(TeacherServers)

@@ -109,7 +109,8 @@ def _call(fn: Callable[[S], R], item: S) -> R:
 
 
 # settings a worker needs to find what the driver made (caches, models); never credentials
-_PASSED_ENV = ("CURATE_CACHE_DIR", "CURATE_GGUF", "CURATE_VLLM_PYTHON", "HF_HOME", "HF_HUB_OFFLINE",
+_PASSED_ENV = ("CURATE_CACHE_DIR", "CURATE_GGUF", "CURATE_VLLM_PYTHON", "CURATE_TEACHER_BASE_URL",
+               "CURATE_TEACHER_TIMEOUT", "HF_HOME", "HF_HUB_OFFLINE",
                "TRANSFORMERS_OFFLINE", "SENTENCE_TRANSFORMERS_HOME", "TQDM_DISABLE")
 
 

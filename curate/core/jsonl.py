@@ -133,13 +133,20 @@ class JsonlAppender:
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write a whole file under a temporary name, then rename it into place."""
+    atomic_write_bytes(path, [text.encode("utf-8")])
+
+
+def atomic_write_bytes(path: str | os.PathLike, chunks: Iterable[bytes]) -> None:
+    """Write ``chunks`` as a whole file under a temporary name, then rename it into place, so a
+    kill leaves the old file or the new one, each whole."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, FILE_MODE)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            for chunk in chunks:
+                fh.write(chunk)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

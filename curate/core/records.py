@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -66,6 +67,7 @@ class Negative:
         _typed(d, "source", str, "a string", where)
         if d.get("doc_id") is not None and not isinstance(d["doc_id"], (str, int)):
             raise ValueError(f"{where} 'doc_id' must be a string")
+        _safe_id(d, "doc_id", where)
         _typed(d, "title", str, "a string", where)
         known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
         if known.get("doc_id") is not None:
@@ -191,6 +193,7 @@ class Record:
                 raise ValueError(f"record field '{k}' must be a string")
         for k in ("id", "query", "positive"):
             _text(d, k, "record")
+        _safe_id(d, "id", "record")
         negs = d.get("negatives")
         if negs is None:
             negs = []
@@ -200,6 +203,8 @@ class Record:
         _typed(d, "positive_answerable", bool, "true or false", "record")
         for k in ("scores", "meta"):
             _typed(d, k, dict, "an object", "record")
+        if isinstance(d.get("meta"), dict):  # the source's query id, which exports write (BEIR, Tevatron)
+            _safe_id(d["meta"], "query_id", "record 'meta'")
         _doc_id(d, "positive_id", "record")
         _typed(d, "positive_title", str, "a string", "record")
         positives = d.get("positives") or []
@@ -259,6 +264,28 @@ def _upgrade_v2(rec: Record) -> None:
 def _doc_id(d: dict[str, Any], key: str, where: str) -> None:
     if d.get(key) is not None and (not isinstance(d[key], (str, int)) or isinstance(d[key], bool)):
         raise ValueError(f"{where} '{key}' must be a corpus id (a string)")
+    _safe_id(d, key, where)
+
+
+# C0 and C1 control characters (TAB, line feed, carriage return, NEL, ...) and the Unicode line
+# and paragraph separators.
+_UNSAFE_ID = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _safe_id(d: dict[str, Any], key: str, where: str) -> None:
+    """Refuse an id holding a control character or a line separator.
+
+    Ids are written as fields of line- and tab-separated files (BEIR's ``qrels/*.tsv``, one id
+    per line in others): a TAB or a line break there splits one entry into broken ones that a
+    reader then refuses or misreads. Such an id cannot be written safely in every format, and
+    changing it would break its link to its source, so it is refused on read, where the file
+    and line are known, before any stage builds on it."""
+    v = d.get(key)
+    if isinstance(v, str):
+        bad = _UNSAFE_ID.search(v)
+        if bad:
+            raise ValueError(f"{where} '{key}' {v!r} holds a control character or line break "
+                             f"(U+{ord(bad.group()):04X}); ids must be plain text on one line: fix the id where it was made")
 
 
 def _is_number(v: Any) -> bool:

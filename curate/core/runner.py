@@ -41,6 +41,7 @@ from typing import Any
 
 from curate.core.errors import CurateError
 from curate.core.jsonl import JsonlAppender, atomic_write_json
+from curate.core.params import mask_secrets
 
 LOCK = ".curate.lock"
 STAGING = ".curate-staging-"
@@ -189,6 +190,27 @@ def disk_error(e: OSError, where: Path) -> CurateError | OSError:
     return CurateError(f"{e.filename or where}: cannot write: {_DISK_ERRORS[e.errno]}")
 
 
+def settle(out: str | os.PathLike | None) -> None:
+    """Finish or discard a killed run's swap in ``out`` before anything checks this run's
+    inputs, so that a run which then fails (a missing file, a bad option) still leaves the folder
+    whole: the promise holds for every run on the folder, not just one that succeeds. A folder
+    that another live run holds is left to it."""
+    if out is None:
+        return
+    out = Path(out)
+    try:
+        pending = out.is_dir() and any(p.name.startswith(STAGING) for p in out.iterdir())
+    except OSError:
+        return  # unreadable: the run's own checks say so in one line
+    if not pending:
+        return
+    try:
+        with _lock(out):
+            recover(out)
+    except CurateError:
+        pass  # held by a live run, or not writable: the run itself reports that
+
+
 def recover(out: Path) -> None:
     """Finish or discard what a killed run left in ``out`` (call with the lock held)."""
     for staging in sorted(out.glob(f"{STAGING}*")):
@@ -296,7 +318,7 @@ def _run_json(run: Run, outputs: list[str] | None) -> dict[str, Any]:
         "stage": run.stage,
         "started": run.started_at,
         "seconds": round(time.perf_counter() - run.started, 2),
-        "params": json.loads(json.dumps(run.params, default=_plain)),
+        "params": mask_secrets(json.loads(json.dumps(run.params, default=_plain))),  # a judge's URL from a recipe too
         "inputs": [_describe_input(p) for p in run.inputs],
         "counts": run.counts,
         "timings": {k: round(v, 2) for k, v in run.timings.items()},

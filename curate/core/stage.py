@@ -30,6 +30,7 @@ from typing import Any
 
 from curate.core.hashing import file_digest, value_digest
 from curate.core.jsonl import atomic_write_json
+from curate.core.runner import settle
 
 REPORT = "report.json"
 MARKER = ".curate-done.json"  # a ".curate" name: stages that check their folder pass it by
@@ -87,13 +88,17 @@ def stage_report(folder: str | Path) -> tuple[str | None, dict[str, Any] | None]
 def fingerprint(stage: Stage, opts: Any) -> str:
     """What makes a run of ``stage`` with ``opts`` the same run: its data-changing options and
     the bytes of what it reads."""
+    return value_digest(_identity(stage, opts))
+
+
+def _identity(stage: Stage, opts: Any) -> dict[str, Any]:
     skip = {"out", *stage.reads}
-    options = {f.name: getattr(opts, f.name) for f in dataclasses.fields(opts)
+    options = {f.name: _as_fingerprinted(f, getattr(opts, f.name)) for f in dataclasses.fields(opts)
                if f.name not in skip and f.name not in _HOW_FIELDS and f.metadata.get("fingerprint", True)}
-    inputs = [_input_digests(getattr(opts, name)) for name in stage.reads]
+    inputs = {name: _input_digests(getattr(opts, name)) for name in stage.reads}
     if stage.also_reads is not None:
-        inputs += [_input_digests(p) for p in stage.also_reads(opts)]
-    return value_digest({"stage": stage.name, "options": _plain(options), "inputs": inputs})
+        inputs["also"] = [_input_digests(p) for p in stage.also_reads(opts)]
+    return {"stage": stage.name, "options": _plain(options), "inputs": inputs}
 
 
 def is_done(stage: Stage, opts: Any, key: str | None = None) -> bool:
@@ -112,16 +117,26 @@ def run_stage(stage: Stage, opts: Any, *, resume: bool = False, quiet: bool = Fa
     from curate.core.progress import console
 
     folder = Path(opts.out)
+    settle(folder)  # a killed run's swap is finished first, whatever this run then finds wrong
     key = fingerprint(stage, opts)
     if resume and is_done(stage, opts, key):
         if not quiet:
             console.print(f"{stage.name}: done earlier ({folder / REPORT})", soft_wrap=True, markup=False)
         return report_of(folder) or {}, DONE
+    created = not folder.exists()
     if stage.appends:  # a run killed half way must not look finished, whatever ran before it
         (folder / MARKER).unlink(missing_ok=True)
-        if resume:
-            _start_afresh_unless_resuming(stage, folder, key)
-    report = stage.run(opts)
+        changed = _start_afresh_unless_resuming(stage, opts, folder, key)
+        if changed and not quiet:
+            console.print(f"{stage.name}: {', '.join(changed)} changed since the run in {folder} began: its records "
+                          "are cleared and it starts afresh (the LLM's answers stay cached)",
+                          soft_wrap=True, markup=False, highlight=False)
+    try:
+        report = stage.run(opts)
+    except BaseException:
+        if created:  # a run that fails before its work leaves no folder it made, not even its note
+            _remove_if_only_notes(folder)
+        raise
     if (folder / REPORT).is_file():
         atomic_write_json(folder / MARKER, {"stage": stage.name, "fingerprint": key,
                                             "report": file_digest(folder / REPORT)})
@@ -132,19 +147,67 @@ def run_stage(stage: Stage, opts: Any, *, resume: bool = False, quiet: bool = Fa
     return report, RAN
 
 
-def _start_afresh_unless_resuming(stage: Stage, folder: Path, key: str) -> None:
+def _start_afresh_unless_resuming(stage: Stage, opts: Any, folder: Path, key: str) -> list[str]:
     """An appending stage resumes only what a run with the same fingerprint began: another seed,
-    count or model must not add its records to the last run's. Its outputs are cleared then (an
-    LLM's answers stay in the request cache), and the new fingerprint is noted before any work."""
+    count, task or model must not add its records to the last run's. Its outputs are cleared then
+    (an LLM's answers stay in the request cache), and the new fingerprint is noted before any
+    work. Returns what changed, as flags (empty: nothing to clear)."""
+    from curate.core.params import mask_secrets
+
+    identity = mask_secrets(_identity(stage, opts))  # written to the folder: no key, no URL's secrets
     try:
-        started = json.loads((folder / STARTED).read_text(encoding="utf-8")).get("fingerprint")
-    except (OSError, ValueError, AttributeError):
-        started = None
-    if started is not None and started != key:
+        started = json.loads((folder / STARTED).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        started = {}
+    changed: list[str] = []
+    if isinstance(started, dict) and started.get("fingerprint") not in (None, key):
+        changed = _changed_flags(started.get("identity"), identity, opts) or ["an option or input"]
         for name in (*stage.writes.values(), REPORT, MARKER):
             (folder / name).unlink(missing_ok=True)
     folder.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(folder / STARTED, {"stage": stage.name, "fingerprint": key})
+    atomic_write_json(folder / STARTED, {"stage": stage.name, "fingerprint": key, "identity": identity})
+    return changed
+
+
+def _remove_if_only_notes(folder: Path) -> None:
+    try:
+        if {p.name for p in folder.iterdir()} <= {STARTED, ".curate.lock"}:
+            for p in folder.iterdir():
+                p.unlink()
+            folder.rmdir()
+    except OSError:
+        pass
+
+
+def _changed_flags(old: Any, new: dict[str, Any], opts: Any) -> list[str]:
+    """The options (as their --flags) and inputs whose values differ between two identities."""
+    if not isinstance(old, dict) or not isinstance(old.get("options"), dict):
+        return []
+    flags: dict[str, str] = {}  # option name -> its flag, nested option dataclasses' own included
+    nested: set[str] = set()
+    for f in dataclasses.fields(opts):
+        value = getattr(opts, f.name)
+        if dataclasses.is_dataclass(value):
+            nested.add(f.name)
+            flags.update({g.name: _flag(g) for g in dataclasses.fields(value)})
+        else:
+            flags[f.name] = _flag(f)
+
+    def flat(options: dict[str, Any]) -> dict[str, Any]:
+        out = {k: v for k, v in options.items() if k not in nested}
+        for k in nested:
+            out.update(options.get(k) if isinstance(options.get(k), dict) else {})
+        return out
+
+    before, after = flat(old["options"]), flat(new["options"])
+    changed = [flags.get(k, k) for k in sorted(set(before) | set(after)) if before.get(k) != after.get(k)]
+    inputs_before = old.get("inputs") if isinstance(old.get("inputs"), dict) else {}
+    changed += [f"the {flags.get(k, k)} input" for k in new["inputs"] if inputs_before.get(k) != new["inputs"][k]]
+    return changed
+
+
+def _flag(f: dataclasses.Field) -> str:
+    return (f.metadata.get("flag") or "--" + f.name.replace("_", "-")).split("/")[0]
 
 
 def _input_digests(value: Any) -> Any:
@@ -155,10 +218,16 @@ def _input_digests(value: Any) -> Any:
     return file_digest(value)
 
 
+def _as_fingerprinted(f: dataclasses.Field, value: Any) -> Any:
+    """The value a fingerprint sees: the field's ``"fingerprint_as"`` of it where it declares one
+    (the LLM servers' URLs: only whether there are any)."""
+    return f.metadata["fingerprint_as"](value) if "fingerprint_as" in f.metadata else value
+
+
 def _plain(value: Any) -> Any:
     """Options as JSON-able values (nested option dataclasses too; secrets left out)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)
+        return {f.name: _plain(_as_fingerprinted(f, getattr(value, f.name))) for f in dataclasses.fields(value)
                 if f.name not in _SECRET_FIELDS | _HOW_FIELDS and f.metadata.get("fingerprint", True)}
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}

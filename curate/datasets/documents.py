@@ -4,8 +4,15 @@ them into passages: the way in for users who have documents and no labelled quer
 Passages are ``DOC#k`` (k from 0 in document order), at most ``max_words`` words, packed from
 whole paragraphs where they fit, each after the first opening with the last ``overlap_words``
 words of the one before. Files are read in sorted path order, so the same input always gives
-the same ids in the same order. Files that cannot be read as text are skipped and named;
-nothing readable at all, a missing path or two documents under one id is one line.
+the same ids in the same order. Files that cannot be read as text are skipped and named (in the
+report and in one summary line, ``Documents.notes``); nothing readable at all, a missing path or
+two documents under one id is one line.
+
+What a folder can hold is not trusted to be tidy: a stray non-UTF-8 byte is replaced (and
+counted) rather than losing the file, Markdown front matter is not text, unbroken text is cut
+so no passage outgrows a character cap, links that lead out of the folder are not followed (a
+link to a ``.env`` would put its secrets into prompts), and control characters in file names
+are escaped so they never reach an id (``safe_name``).
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 import codecs
 import os
 import re
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -24,7 +32,10 @@ from curate.datasets.corpus import read_corpus_entries
 
 TEXT_SUFFIXES = (".txt", ".md", ".html", ".htm")
 HTML_SUFFIXES = (".html", ".htm")
-NOT_UTF8, BINARY, EMPTY = "not UTF-8 text", "binary", "empty"
+BINARY, EMPTY, OUTSIDE = "binary", "empty", "link outside DOCS"
+MAX_WORD_CHARS = 128  # a longer run without whitespace is cut into pieces this long (see chunk_words)
+BINARY_SHARE = 0.3  # past this share of undecodable bytes and control characters a file is binary
+SHOWN = 3  # skipped files named in the summary line; the report names them all
 
 
 @dataclass(frozen=True)
@@ -40,7 +51,13 @@ class Passage:
 @dataclass(frozen=True)
 class Skipped:
     path: str  # relative to the input; for JSONL "file.jsonl:LINE"
-    reason: str  # NOT_UTF8, BINARY, EMPTY, or "cannot read (...)"
+    reason: str  # BINARY, EMPTY, OUTSIDE, or "cannot read (...)"
+
+
+@dataclass(frozen=True)
+class Replaced:
+    path: str  # relative to the input
+    bytes: int  # bytes that were not UTF-8, each run read as U+FFFD
 
 
 @dataclass
@@ -50,6 +67,7 @@ class Documents:
     overlap_words: int
     passages: list[Passage] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    replaced: list[Replaced] = field(default_factory=list)
     files: int = 0  # files read (a JSONL input is one)
     documents: int = 0  # documents that gave passages
     ignored: int = 0  # files in a folder with another suffix (not named one by one)
@@ -75,7 +93,35 @@ class Documents:
                 "passages": len(self.passages), "ignored": self.ignored,
                 "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
                 "skipped_by_reason": dict(Counter(s.reason for s in self.skipped)),
+                "replaced": [{"path": r.path, "bytes": r.bytes} for r in self.replaced],
                 "max_words": self.max_words, "overlap_words": self.overlap_words}
+
+    def notes(self, report: str = "the report") -> list[str]:
+        """What the user should hear about the reading, one line each (none when all went well):
+        the skipped files, the first few by name and reason, and the files whose non-UTF-8
+        bytes were replaced; ``report`` names where the full lists are."""
+        lines = []
+        if self.skipped:
+            entries = all(re.search(r"\.jsonl:\d+$", s.path) for s in self.skipped)  # lines of a JSONL
+            noun = ("entry", "entries") if entries else ("file", "files")
+            lines.append(f"{self.path}: skipped {_n(len(self.skipped), *noun)}: "
+                         + _listed([f"{s.path} ({s.reason})" for s in self.skipped], report))
+        if self.replaced:
+            total = sum(r.bytes for r in self.replaced)
+            lines.append(f"{self.path}: replaced {_n(total, 'byte', 'bytes')} that are not UTF-8 with U+FFFD "
+                         f"in {_n(len(self.replaced), 'file', 'files')}: "
+                         + _listed([f"{r.path} ({_n(r.bytes, 'byte', 'bytes')})" for r in self.replaced], report))
+        return lines
+
+
+def _n(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def _listed(names: list[str], report: str) -> str:
+    """The first ``SHOWN`` names, then how many more (all of them are in ``report``)."""
+    more = len(names) - SHOWN
+    return ", ".join(names[:SHOWN]) + (f", +{more} more (see {report})" if more > 0 else "")
 
 
 def read_documents(path: str | Path, max_words: int = 200, overlap_words: int = 40) -> Documents:
@@ -115,33 +161,82 @@ def _nothing_read(docs: Documents) -> str:
 def _read_jsonl(docs: Documents, file: Path, name: str) -> None:
     """Entries come from the one corpus reader (duplicate ids, bad lines, empty file)."""
     docs.files = 1
+    first: dict[str, str] = {}
     for e in read_corpus_entries(file):
         source = f"{name}:{e.line}"
+        doc_id = safe_name(e.id)
+        other = first.setdefault(doc_id, e.id)
+        if other != e.id:  # two ids that differ only by escaped characters
+            raise CurateError(f"{file}:{e.line}: _id {e.id!r} reads as {doc_id!r}, as does {other!r}")
         if not e.text:
             docs.skipped.append(Skipped(source, EMPTY))
             continue
         docs.documents += 1
-        _add(docs, e.id, e.title, e.text, source)
+        _add(docs, doc_id, e.title, e.text, source)
 
 
 def _read_folder(docs: Documents, folder: Path) -> None:
-    """Text files under ``folder`` (hidden folders not entered), sorted by path."""
+    """Text files under ``folder`` (hidden folders not entered), sorted by path.
+
+    A link (to a file or a folder) that resolves outside ``folder`` is skipped and named: the
+    user gave this folder, not whatever its links reach. Links inside it are read like files;
+    linked folders are not entered (what they hold is read where it lies, or is outside)."""
+    root_real = folder.resolve()
     found: list[tuple[Path, str]] = []
     for root, dirs, names in os.walk(folder):
+        for d in [d for d in dirs if not d.startswith(".")]:
+            link = Path(root, d)
+            if link.is_symlink() and not _inside(link, root_real):
+                docs.skipped.append(Skipped(safe_name(link.relative_to(folder).as_posix()), OUTSIDE))
         dirs[:] = [d for d in dirs if not d.startswith(".")]
         for name in names:
             file = Path(root, name)
             if name.startswith(".") or file.suffix.lower() not in TEXT_SUFFIXES or not file.is_file():
                 docs.ignored += 1
                 continue
-            found.append((file, file.relative_to(folder).as_posix()))
+            rel = safe_name(file.relative_to(folder).as_posix())
+            if file.is_symlink() and not _inside(file, root_real):
+                docs.skipped.append(Skipped(rel, OUTSIDE))
+                continue
+            found.append((file, rel))
     found.sort(key=lambda f: f[1])
-    first: dict[str, str] = {}
-    for _, rel in found:
-        other = first.setdefault(_doc_id(rel), rel)
-        if other != rel:
-            raise CurateError(f"{folder}: {_doc_id(rel)!r} is both {other} and {rel}")
+    first: dict[str, tuple[Path, str]] = {}
+    for file, rel in found:
+        other_file, other = first.setdefault(_doc_id(rel), (file, rel))
+        if other_file != file:  # two suffixes, or two names only an escape tells apart
+            a, b = (other, rel) if other != rel else (repr(str(other_file.relative_to(folder))),
+                                                      repr(str(file.relative_to(folder))))
+            raise CurateError(f"{folder}: {_doc_id(rel)!r} is both {a} and {b}")
     docs.files, docs.documents = _read_files(docs, found)
+    docs.skipped.sort(key=lambda s: s.path)  # links found on the walk among the files read, by path
+
+
+def _inside(link: Path, root_real: Path) -> bool:
+    """Whether ``link`` resolves to a place under ``root_real`` (the folder's own real path)."""
+    try:
+        return link.resolve().is_relative_to(root_real)
+    except (OSError, RuntimeError):  # a loop of links
+        return False
+
+
+def safe_name(name: str) -> str:
+    """``name`` with control characters (and line or paragraph separators, and the bytes a file
+    name held that were not UTF-8) written as %XX escapes of their bytes, ``\\t`` as ``%09``:
+    ids and paths made from file names then never split a line, a TSV field or a JSON writer.
+    Other names are left exactly as they are, so ids stay what they were; two names that only
+    an escape tells apart are refused where ids are checked for clashes."""
+    if name.isprintable():
+        return name
+    return "".join(_escape(c) if _unsafe(c) else c for c in name)
+
+
+def _unsafe(c: str) -> bool:
+    return unicodedata.category(c) in ("Cc", "Cs", "Zl", "Zp")
+
+
+def _escape(c: str) -> str:
+    raw = os.fsencode(c) if unicodedata.category(c) == "Cs" else c.encode("utf-8")
+    return "".join(f"%{b:02X}" for b in raw)
 
 
 def _doc_id(rel: str) -> str:
@@ -152,14 +247,16 @@ def _read_files(docs: Documents, files: list[tuple[Path, str]]) -> tuple[int, in
     """Add each file's passages (or its ``Skipped``); return (files read, documents that gave text)."""
     read = documents = 0
     for file, rel in files:
-        text, why = _read_text(file)
+        text, why, replaced = _read_text(file)
         if why:
             docs.skipped.append(Skipped(rel, why))
             continue
         read += 1
+        if replaced:
+            docs.replaced.append(Replaced(rel, replaced))
         suffix = file.suffix.lower()
         title, text = (html_to_text(text) if suffix in HTML_SUFFIXES
-                       else markdown_title(text) if suffix == ".md" else ("", text))
+                       else markdown_parts(text) if suffix == ".md" else ("", text))
         if not text.strip():  # an HTML page whose only text is its title, or markup alone
             docs.skipped.append(Skipped(rel, EMPTY))
             continue
@@ -168,27 +265,32 @@ def _read_files(docs: Documents, files: list[tuple[Path, str]]) -> tuple[int, in
     return read, documents
 
 
-def _read_text(file: Path) -> tuple[str, str | None]:
-    """(text, None), or ("", the reason the file is skipped). A UTF-8 BOM is read past."""
+def _read_text(file: Path) -> tuple[str, str | None, int]:
+    """(text, None, bytes replaced), or ("", the reason the file is skipped, 0). A UTF-8 BOM is
+    read past. Bytes that are not UTF-8 are read as U+FFFD and counted: one stray byte (a Latin-1
+    accent) should not cost the whole file. A file with a NUL, or mostly undecodable bytes and
+    control characters, is binary, not text with a few bad bytes."""
     try:
         data = file.read_bytes()
     except OSError as e:
-        return "", f"cannot read ({e.strerror})"
+        return "", f"cannot read ({e.strerror})", 0
     if data.startswith(codecs.BOM_UTF8):
         data = data[len(codecs.BOM_UTF8):]
     if b"\0" in data:
-        return "", BINARY
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return "", NOT_UTF8
-    return (text, None) if text.strip() else ("", EMPTY)
+        return "", BINARY, 0
+    text = data.decode("utf-8", errors="replace")
+    replaced = len(data) - len(data.decode("utf-8", errors="ignore").encode("utf-8")) if "\ufffd" in text else 0
+    controls = len(re.findall(r"[\x01-\x08\x0e-\x1a\x1c-\x1f\x7f]", text))
+    if replaced + controls > BINARY_SHARE * len(data):
+        return "", BINARY, 0
+    return (text, None, replaced) if text.strip() else ("", EMPTY, 0)
 
 
 def _add(docs: Documents, doc_id: str, title: str, text: str, source: str) -> None:
+    """The document's passages; its title held to the passages' caps (it goes with each of them)."""
+    title = " ".join(_cut_long(title.split())[: docs.max_words])
     for k, words in enumerate(chunk_words(text, docs.max_words, docs.overlap_words)):
-        docs.passages.append(Passage(f"{doc_id}#{k}", doc_id, " ".join(title.split()), " ".join(words),
-                                     source, k))
+        docs.passages.append(Passage(f"{doc_id}#{k}", doc_id, title, " ".join(words), source, k))
 
 
 # ----------------------------------------------------------------------------- chunking
@@ -201,8 +303,12 @@ def chunk_words(text: str, max_words: int, overlap_words: int) -> list[list[str]
     Paragraphs (separated by blank lines) are packed whole while they fit; one that does not
     fit in the current passage starts the next (after the overlap) when it fits there, and is
     otherwise cut on word boundaries, filling each passage, so no passage is left short by a
-    long paragraph. Joining the passages less their overlaps gives back every word in order."""
-    paragraphs = [p.split() for p in re.split(r"\n[ \t\r\f\v]*\n", text)]
+    long paragraph. A run of more than ``MAX_WORD_CHARS`` characters without whitespace (a
+    blob, a hash, a minified line) is cut into pieces that long, each a word: so a passage
+    joined with single spaces is at most ``max_words`` words and at most
+    ``max_words * (MAX_WORD_CHARS + 1) - 1`` characters, however the text is laid out. Joining
+    the passages less their overlaps gives back every word (or piece) in order."""
+    paragraphs = [_cut_long(p.split()) for p in re.split(r"\n[ \t\r\f\v]*\n", text)]
     out: list[list[str]] = []
     cur: list[str] = []
     fresh = 0  # words in ``cur`` beyond the overlap it started with
@@ -226,12 +332,23 @@ def chunk_words(text: str, max_words: int, overlap_words: int) -> list[list[str]
     return out
 
 
+def _cut_long(words: list[str]) -> list[str]:
+    """``words`` with each longer than ``MAX_WORD_CHARS`` cut into pieces of that length."""
+    if all(len(w) <= MAX_WORD_CHARS for w in words):
+        return words
+    return [w[i:i + MAX_WORD_CHARS] for w in words for i in range(0, len(w), MAX_WORD_CHARS)]
+
+
 # ----------------------------------------------------------------------- HTML, Markdown
 
 
 class _HtmlText(HTMLParser):
     """Text of an HTML page: script, style and head dropped (the head's <title> kept apart),
-    block elements as paragraph breaks, the rest of the whitespace collapsed as a browser would."""
+    block elements as paragraph breaks, the rest of the whitespace collapsed as a browser would.
+
+    As in a browser, the head ends at its end tag, at <body>, or at the first tag or text that
+    cannot be in a head, and a title at the next tag: a page that never closes its head (or
+    has no head or body tags) keeps its body text."""
 
     BLOCKS = {"address", "article", "aside", "blockquote", "br", "dd", "details", "div", "dl", "dt",
               "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6",
@@ -239,6 +356,8 @@ class _HtmlText(HTMLParser):
               "tbody", "tfoot", "thead", "tr", "ul"}
     CELLS = {"td", "th"}
     DROPPED = {"script", "style"}
+    IN_HEAD = {"base", "basefont", "bgsound", "head", "html", "link", "meta", "noscript", "script", "style",
+               "template", "title"}  # tags a head may hold; any other starts the body
 
     def __init__(self):
         super().__init__(convert_charrefs=True)
@@ -248,6 +367,9 @@ class _HtmlText(HTMLParser):
         self.in_head = self.in_title = False
 
     def handle_starttag(self, tag, attrs):
+        self.in_title = False  # a title holds no tags: one left open ends here
+        if self.in_head and tag not in self.IN_HEAD:
+            self.in_head = False
         if tag in self.DROPPED:
             self.dropped += 1
         elif tag == "head":
@@ -262,6 +384,7 @@ class _HtmlText(HTMLParser):
             self.parts.append(" ")
 
     def handle_endtag(self, tag):
+        self.in_title = False
         if tag in self.DROPPED:
             self.dropped = max(0, self.dropped - 1)
         elif tag == "head":
@@ -276,7 +399,10 @@ class _HtmlText(HTMLParser):
             return
         if self.in_title:
             self.title.append(data)
-        elif not self.in_head:
+            return
+        if self.in_head and data.strip():  # text cannot be in a head: the body has begun
+            self.in_head = False
+        if not self.in_head:
             self.parts.append(re.sub(r"\s+", " ", data))
 
 
@@ -286,6 +412,59 @@ def html_to_text(html: str) -> tuple[str, str]:
     parser.feed(html)
     parser.close()
     return " ".join("".join(parser.title).split()), "".join(parser.parts)
+
+
+def markdown_parts(text: str) -> tuple[str, str]:
+    """(title, text) of a Markdown file: its front matter dropped (settings, perhaps secrets,
+    never text), the title the front matter's ``title``, else the first ``# `` heading."""
+    meta_title, body = front_matter(text)
+    title, rest = markdown_title(body)
+    if not meta_title:
+        return title, rest
+    same = " ".join(title.split()) == " ".join(meta_title.split())
+    return meta_title, rest if same else body  # a heading that repeats the title goes with it
+
+
+_FRONT = {"---": ("---", "..."), "+++": ("+++",)}  # YAML, TOML: the opening line and the closing ones
+_KEY = re.compile(r"[A-Za-z_][\w.-]*\s*[:=]|\[")  # a key (YAML or TOML) or a TOML [table]
+_TITLE = {"---": re.compile(r"title\s*:\s*(.*)$"), "+++": re.compile(r"title\s*=\s*(.*)$")}
+
+
+def front_matter(text: str) -> tuple[str, str]:
+    """(the front matter's title, the text after it): a block that opens the file with a ``---``
+    (YAML) or ``+++`` (TOML) line, ends at the next ``---``/``...`` or ``+++`` line and starts
+    with a ``key:`` or ``key =`` line (so a rule at the top of a page is not taken for one).
+    Otherwise there is no front matter: ("", text)."""
+    lines = text.splitlines(keepends=True)
+    opening = lines[0].rstrip() if lines else ""
+    if opening not in _FRONT:
+        return "", text
+    for end in range(1, len(lines)):
+        if lines[end].rstrip() in _FRONT[opening]:
+            break
+    else:
+        return "", text
+    settings = [line for line in lines[1:end] if line.strip() and not line.lstrip().startswith("#")]
+    if settings and not _KEY.match(settings[0]):
+        return "", text
+    title = ""
+    for line in lines[1:end]:
+        m = _TITLE[opening].match(line.rstrip())  # a top-level key: no indent
+        if m:
+            title = _scalar(m.group(1))
+            break
+    return title, "".join(lines[end + 1:])
+
+
+def _scalar(value: str) -> str:
+    """A one-line YAML/TOML string value: quoted, or plain up to a `` #`` comment; a block
+    scalar (``|``, ``>``) or a list is no title."""
+    value = value.strip()
+    if value[:1] in ("'", '"'):
+        end = value.find(value[0], 1)
+        return value[1:end] if end > 0 else value[1:]
+    value = re.split(r"\s#", value, maxsplit=1)[0].strip()
+    return "" if value[:1] in ("|", ">", "[", "{") else value
 
 
 def markdown_title(text: str) -> tuple[str, str]:

@@ -13,6 +13,12 @@ MODEL stops the run with one line. On vLLM, which says so there, every request a
 text at the model's length, as sentence-transformers does with its ``max_seq_length`` (vLLM
 refuses a longer text otherwise).
 
+Every request waits at most ``--teacher-timeout`` seconds (``$CURATE_TEACHER_TIMEOUT``, 60 by
+default) and is tried up to 7 times; a server that answers nothing at all stops the run after
+``STALL_TIMEOUTS`` times that (3 minutes by default) with one line naming it, however many
+requests are queued. A URL that no server could be at (no host, not http or https) is refused
+before any request.
+
 The client runs on an event loop of its own, in a thread, so a caller that is itself inside an
 event loop (the filter's steps) can encode without blocking on its own loop. ``openai`` is a
 teacher kind (``curate.embed.teacher.TEACHERS``), registered here.
@@ -21,19 +27,32 @@ teacher kind (``curate.embed.teacher.TEACHERS``), registered here.
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import threading
 from collections.abc import Sequence
+from urllib.parse import urlsplit
 
 import httpx
 import numpy as np
 
 from curate.core.errors import CurateError
-from curate.embed.teacher import TEACHERS, TeacherModel, TeacherOptions, known_prompts
+from curate.embed.teacher import (
+    TEACHERS,
+    TeacherModel,
+    TeacherOptions,
+    checked_vectors,
+    known_prompts,
+)
+from curate.llm.redact import safe_url
+from curate.llm.urls import url_join
 
 PREFIX = "openai:"
 BASE_URL_ENV = "CURATE_TEACHER_BASE_URL"  # set by --teacher-base-url (space-separated when repeated)
 KEY_ENVS = ("CURATE_TEACHER_API_KEY", "OPENAI_API_KEY")
+TIMEOUT_ENV = "CURATE_TEACHER_TIMEOUT"  # set by --teacher-timeout
+DEFAULT_TIMEOUT = 60.0  # seconds one request may wait for its answer
+STALL_TIMEOUTS = 3  # a server that answers nothing for this many timeouts stops the run
 CONCURRENCY = 8  # requests in flight per server: a served 7B teacher batches them itself
 
 
@@ -41,24 +60,56 @@ def base_urls_from_env() -> list[str]:
     return os.environ.get(BASE_URL_ENV, "").replace(",", " ").split()
 
 
+def timeout_from_env() -> float:
+    """Seconds a request may wait: ``--teacher-timeout`` as it reached the environment (so a Ray
+    worker's teacher waits as long as the driver's), else ``DEFAULT_TIMEOUT``."""
+    raw = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise CurateError(f"${TIMEOUT_ENV}={raw!r}: want a number of seconds above 0 (--teacher-timeout)")
+    return value
+
+
+def check_url(url: str, model: str) -> str:
+    """``url`` when a server could be at it (http or https, with a host); else one line at once,
+    where the client would take it for a server that is down and retry it for half a minute."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - a port that is not a number raises here
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise CurateError(f"teacher {PREFIX}{model}: --teacher-base-url {safe_url(url)!r} is not a server's URL "
+                          "(want http://HOST[:PORT]/v1 or https://...)")
+    return url
+
+
 class ApiEmbedder:
     """Vectors from a served model, batch by batch, as float32 rows (not yet normalised)."""
 
     def __init__(self, model: str, base_urls: Sequence[str] | None = None, batch_size: int = 64,
-                 timeout: float = 120.0, max_retries: int = 6, concurrency: int = CONCURRENCY):
+                 timeout: float | None = None, max_retries: int = 6, concurrency: int = CONCURRENCY):
         from curate.llm.client import ClientConfig
 
         self.model = model[len(PREFIX):] if model.startswith(PREFIX) else model
         if not self.model:
             raise CurateError("--teacher openai:MODEL needs the model name the server serves")
-        from curate.llm.replicas import read_urls
+        from curate.llm.urls import read_urls
 
         urls = read_urls(list(base_urls or base_urls_from_env()))  # a file: curate serve --replicas
         if not urls:
             raise CurateError(f"--teacher {PREFIX}{self.model} needs --teacher-base-url URL (the server's /v1)")
+        urls = [check_url(u, self.model) for u in urls]
         key = next((os.environ[k] for k in KEY_ENVS if os.environ.get(k)), None)
         self.cfg = ClientConfig(base_urls=urls, model=self.model, api_key=key, concurrency=concurrency,
-                                timeout=timeout, max_retries=max_retries, backoff_base=0.5)
+                                timeout=timeout_from_env() if timeout is None else float(timeout),
+                                max_retries=max_retries, backoff_base=0.5)
+        self.who = f"teacher {PREFIX}{self.model} at {', '.join(safe_url(u) for u in urls)}"
         self.batch_size = max(1, int(batch_size))
         self.dim: int | None = None
         self.requests = 0
@@ -82,18 +133,41 @@ class ApiEmbedder:
             self._client = LLMClient(self.cfg)
             self._extra = await self._check_servers()
         batches = [texts[i:i + self.batch_size] for i in range(0, len(texts), self.batch_size)]
-        replies = await asyncio.gather(*(self._client.embed(b, self._extra) for b in batches))
-        rows = []
-        for vectors, answer in replies:
-            self.requests += answer.attempts
-            if vectors is None:
-                raise CurateError(f"teacher {PREFIX}{self.model}: {answer.reason}")
-            self.dim = self.dim or len(vectors[0])
-            if len(vectors[0]) != self.dim:  # each reply is of one length (the client checks)
-                raise CurateError(f"teacher {PREFIX}{self.model}: the server answered {len(vectors[0])}-d vectors "
-                                  f"after {self.dim}-d ones (another model behind the same name?)")
-            rows += vectors
-        return np.asarray(rows, dtype=np.float32).reshape(len(rows), self.dim or 0)
+        rows = await self._replies(batches)
+        return np.concatenate(rows) if rows else np.zeros((0, self.dim or 0), dtype=np.float32)
+
+    async def _replies(self, batches: list[list[str]]) -> list[np.ndarray]:
+        """Each batch's vectors, checked as its reply comes. The first batch that fails stops the
+        others, and so does a server that has answered nothing for ``STALL_TIMEOUTS`` timeouts:
+        waiting for every batch instead, a hung server would hold each queued batch through its
+        own timeouts and retries, round after round."""
+        index = {asyncio.ensure_future(self._client.embed(b, self._extra)): i for i, b in enumerate(batches)}
+        out: list[np.ndarray] = [np.zeros((0, 0), dtype=np.float32)] * len(batches)
+        pending = set(index)
+        quiet = self.cfg.timeout * STALL_TIMEOUTS
+        try:
+            while pending:
+                done, pending = await asyncio.wait(pending, timeout=quiet, return_when=asyncio.FIRST_COMPLETED)
+                if not done:
+                    raise CurateError(f"{self.who}: no answer in {quiet:g} s (each request waits {self.cfg.timeout:g} s, "
+                                      "--teacher-timeout); is the server up and serving?")
+                for task in done:
+                    vectors, answer = task.result()
+                    self.requests += answer.attempts
+                    if vectors is None:
+                        raise CurateError(f"{self.who}: {answer.reason}")
+                    out[index[task]] = self._checked(vectors, len(batches[index[task]]))
+        finally:
+            for task in pending:
+                task.cancel()
+        return out
+
+    def _checked(self, vectors: list, n: int) -> np.ndarray:
+        """One reply's vectors through the teacher's vector check, of the length earlier replies had."""
+        why = f"it answered {self.dim}-d ones before (another model behind the same name?)"
+        mat = checked_vectors(vectors, n, self.who, self.dim, why)
+        self.dim = self.dim or mat.shape[1]
+        return mat
 
     async def _check_servers(self) -> dict | None:
         """Every server serves the model; on vLLM, cut long texts at the model's length."""
@@ -102,7 +176,7 @@ class ApiEmbedder:
         async with httpx.AsyncClient(timeout=min(self.cfg.timeout, 30.0)) as http:
             for url in self.cfg.base_urls:
                 try:
-                    resp = await http.get(url.rstrip("/") + "/models", headers=headers)
+                    resp = await http.get(url_join(url, "models"), headers=headers)
                     listed = resp.json().get("data") if resp.status_code == 200 else None
                 except (httpx.HTTPError, ValueError, AttributeError):
                     listed = None  # no listing (some gateways): the first request will tell
@@ -138,6 +212,10 @@ class ServedTeacher(TeacherModel):
     @property
     def dim(self) -> int | None:
         return self.embedder.dim
+
+    @property
+    def who(self) -> str:
+        return self.embedder.who
 
     def prompts(self) -> tuple[str, str]:
         return known_prompts(self.embedder.model)

@@ -10,7 +10,11 @@ Safety: every ``put_many`` is one transaction in WAL mode, so a process killed m
 leaves the earlier batches intact and the interrupted one absent, never half-written.
 A blob whose length does not match its space's dimension is treated as a miss, so even a
 file damaged by other means cannot hand back a wrong-shaped vector.  Several processes
-may share one cache (SQLite locks; writers wait up to a minute for each other).
+may share one cache (SQLite locks; writers wait up to a minute for each other).  What goes
+in is the teacher's to check (``curate.embed.teacher.checked_vectors``); the cache refuses
+only vectors that are not finite, and, with one line, vectors of another length than those
+it holds for that (model, prompt).  A failing disk (full, read-only, damaged) is one
+``CurateError`` line naming the directory, never a half-written batch.
 
 The directory is ``$CURATE_CACHE_DIR/embeddings`` when that variable is set, else
 ``$XDG_CACHE_HOME/curate/embeddings`` (``~/.cache/curate/embeddings``), or whatever path
@@ -19,6 +23,7 @@ the constructor is given (a directory, or a file ending in ``.sqlite``/``.db``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sqlite3
@@ -99,13 +104,31 @@ class EmbeddingCache:
         self._spaces[key] = (int(row[0]), int(row[1]))
         return self._spaces[key]
 
+    def dim_of(self, model_id: str) -> int | None:
+        """The length of the vectors stored under ``model_id`` (with any prompt), or None."""
+        with self._lock, self._failing("read"):
+            row = self._db.execute(
+                "SELECT s.dim FROM spaces s WHERE s.model = ? AND EXISTS "
+                "(SELECT 1 FROM vectors v WHERE v.space = s.id) ORDER BY s.id LIMIT 1", (model_id,)).fetchone()
+        return None if row is None else int(row[0])
+
+    @contextlib.contextmanager
+    def _failing(self, doing: str):
+        """SQLite's errors (a full disk, a read-only or damaged file) as one line naming the
+        cache's directory: they are the machine's, not the run's, and the user can fix them there."""
+        try:
+            yield
+        except sqlite3.Error as e:
+            raise CurateError(f"cannot {doing} the embedding cache in {self.path.parent}: {e} (free space there, "
+                              "or set CURATE_CACHE_DIR to another directory)") from None
+
     # -- reads --------------------------------------------------------------------------
 
     def get_many(self, model_id: str, prompt: str, texts: Sequence[str]) -> list[np.ndarray | None]:
         """One float32 vector or ``None`` per text, in order."""
         keys = [text_key(t) for t in texts]
         found: dict[bytes, np.ndarray] = {}
-        with self._lock:
+        with self._lock, self._failing("read"):
             space = self._space(model_id, prompt)
             if space is not None:
                 sid, dim = space
@@ -167,11 +190,10 @@ class EmbeddingCache:
         if not np.isfinite(mat).all():
             raise ValueError("refusing to cache vectors with NaN or infinite values")
         dim = mat.shape[1]
-        with self._lock:
+        with self._lock, self._failing("write to"):
             sid, have = self._space(model_id, prompt, dim)
             if have != dim:
-                raise ValueError(f"cache space ({model_id!r}, {prompt!r}) holds {have}-d vectors, "
-                                 f"not {dim}-d")
+                sid = self._resize_empty(model_id, prompt, sid, have, dim)
             for i in range(0, len(texts), _PUT_CHUNK):
                 rows = [(sid, text_key(t), mat[j].tobytes())
                         for j, t in enumerate(texts[i:i + _PUT_CHUNK], start=i)]
@@ -181,9 +203,22 @@ class EmbeddingCache:
                         "INSERT OR REPLACE INTO vectors (space, h, v) VALUES (?, ?, ?)", rows)
                     self._db.execute("COMMIT")
                 except BaseException:
-                    self._db.execute("ROLLBACK")
+                    if self._db.in_transaction:  # SQLite may have rolled back already (a full disk)
+                        with contextlib.suppress(sqlite3.Error):
+                            self._db.execute("ROLLBACK")
                     raise
                 self.written += len(rows)
+
+    def _resize_empty(self, model_id: str, prompt: str, sid: int, have: int, dim: int) -> int:
+        """A space of another length takes ``dim`` when it holds no vector (a write that failed
+        after naming it); otherwise one line saying what the cache holds under that name."""
+        if self._db.execute("SELECT 1 FROM vectors WHERE space = ? LIMIT 1", (sid,)).fetchone() is not None:
+            raise CurateError(f"the embedding cache in {self.path.parent} holds {have}-d vectors for "
+                              f"{model_id} (prompt {prompt!r}), not {dim}-d: give the model another name, set "
+                              "CURATE_CACHE_DIR to another directory, or delete that one")
+        self._db.execute("UPDATE spaces SET dim = ? WHERE id = ?", (dim, sid))
+        self._spaces[(model_id, prompt)] = (sid, dim)
+        return sid
 
     # -- housekeeping -------------------------------------------------------------------
 

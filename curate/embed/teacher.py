@@ -162,6 +162,66 @@ def _reduce_precision(model, precision: str):
     return model.to(torch.float16 if precision == "fp16" else torch.bfloat16)
 
 
+def row_norms(mat: np.ndarray) -> np.ndarray:
+    """Each row's L2 length, in the matrix's own precision (float32: what normalising divides by)."""
+    return np.linalg.norm(mat, axis=1)
+
+
+def checked_vectors(rows, n: int, who: str, dim: int | None = None, dim_note: str = "",
+                    zeros_ok: bool = False) -> np.ndarray:
+    """``rows`` (a model's output, or the lists a server answered) as an (n, d) float32 matrix,
+    or one line saying, for ``who``, what is wrong with them: every teacher's vectors pass here
+    before they are normalised and cached. A vector of zeros, NaN, infinities, numbers whose
+    squares overflow a float32, or true/false or strings read as numbers would normalise to
+    zeros or NaN and score the same against everything, in this run and, once cached, in every
+    later one. ``dim``: the length they must have (``dim_note`` says why). ``zeros_ok``: a
+    model run here may mean zeros (a kind that maps a text without words to them); from a
+    server they are a fault."""
+    if isinstance(rows, np.ndarray):
+        if rows.dtype.kind not in "fiu":
+            raise CurateError(f"{who}: vectors of {rows.dtype} values, not numbers")
+    else:
+        rows = list(rows)
+        for i, row in enumerate(rows):
+            if isinstance(row, np.ndarray):
+                bad = None if row.dtype.kind in "fiu" else row.dtype
+            else:
+                bad = next((x for x in row if type(x) not in (float, int)), None)  # bool is an int: refused too
+            if bad is not None:
+                raise CurateError(f"{who}: vector {i} holds {bad!r}, not a number")
+    if isinstance(rows, np.ndarray) and rows.dtype == np.float32:
+        mat = rows  # a model's own output: nothing a float32 cannot hold
+    else:
+        try:
+            mat = np.asarray(rows, dtype=np.float64)  # float64: a 1e300 is seen as what it is, not as inf
+        except ValueError:
+            raise CurateError(f"{who}: vectors of different lengths for one batch of texts") from None
+    if mat.ndim != 2 or mat.shape[0] != n:
+        raise CurateError(f"{who}: {mat.shape[0] if mat.ndim else 0} vectors of shape {mat.shape[1:]} for {n} texts")
+    if dim is not None and mat.shape[1] != dim:
+        raise CurateError(f"{who}: {mat.shape[1]}-d vectors, but {dim_note or f'{dim}-d ones were expected'}")
+    if mat.shape[1] == 0:
+        raise CurateError(f"{who}: empty vectors")
+    finite = np.isfinite(mat)
+    if not finite.all():
+        i = int(np.flatnonzero(~finite.all(axis=1))[0])
+        what = "NaN" if np.isnan(mat[i]).any() else "an infinite number"
+        raise CurateError(f"{who}: vector {i} holds {what}")
+    with np.errstate(over="ignore", under="ignore"):
+        out = mat.astype(np.float32, copy=False)
+        norms = row_norms(out)
+    if not np.isfinite(norms).all():
+        i = int(np.flatnonzero(~np.isfinite(norms))[0])
+        raise CurateError(f"{who}: vector {i} holds numbers too large for its length to be computed "
+                          f"(up to {np.abs(mat[i]).max():.3g})")
+    if not zeros_ok and not norms.all():
+        i = int(np.flatnonzero(norms == 0)[0])
+        what = ("all zeros" if not mat[i].any() else
+                f"numbers too small for its length to be computed (up to {np.abs(mat[i]).max():.3g})")
+        raise CurateError(f"{who}: vector {i} is {what}")
+    return out
+
+
 @dataclass(frozen=True)
 class TeacherOptions:
     """What a teacher kind is built with besides the name: ``Teacher``'s own arguments."""
@@ -186,6 +246,11 @@ class TeacherModel:
         self.model_name = name  # as the user wrote it
         self.model_id = name  # names its vectors in the cache: must change whenever they would
         self.options = options
+
+    @property
+    def who(self) -> str:
+        """How an error names it: the teacher, and where it runs when that is elsewhere."""
+        return f"teacher {self.model_id}"
 
     def prompts(self) -> tuple[str, str]:
         """Its own (query prompt, document prompt), used where the caller gives none."""
@@ -366,8 +431,24 @@ class Teacher:
         return self._dim
 
     def _run_model(self, texts: list[str], prompt: str) -> np.ndarray:
-        emb = np.asarray(self.source.encode(texts, prompt), dtype=np.float32)
-        return emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
+        """The model's vectors for ``texts``, checked (``checked_vectors``: of the length the
+        cache holds under this name) and L2-normalised."""
+        dim, note = self._cached_length()
+        emb = checked_vectors(self.source.encode(texts, prompt), len(texts), self.source.who, dim, note,
+                              zeros_ok=self.source.local)
+        return emb / np.maximum(row_norms(emb), 1e-12)[:, None]
+
+    def _cached_length(self) -> tuple[int | None, str]:
+        """The length of the vectors the cache holds under this teacher's name (any prompt) and
+        how to get past it, or (None, "") when it holds none: the same name must not hold
+        vectors of two lengths, or the queries' would not match the documents'."""
+        if self.cache is None:
+            return None, ""
+        dim = self.cache.dim_of(self.model_id)
+        where = self.cache.path.parent
+        return dim, (f"the embedding cache at {where} holds {dim}-d vectors under the name {self.model_id} "
+                     f"(another model under the same name?): give the teacher another name, set CURATE_CACHE_DIR "
+                     f"to another directory, or delete {where}")
 
     # -- encoding -----------------------------------------------------------------------
 
@@ -401,7 +482,7 @@ class Teacher:
             part = [uniq[j] for j in rows]
             if out is None:
                 out = np.empty((len(uniq), emb.shape[1]), dtype=np.float32)
-            elif emb.shape[1] != out.shape[1]:  # before the cache takes them
+            elif emb.shape[1] != out.shape[1]:  # sharded: the workers have no cache to check against
                 raise CurateError(f"teacher {self.model_id}: {emb.shape[1]}-d vectors, but its cached ones are "
                                   f"{out.shape[1]}-d (another model under the same name?)")
             if self.cache is not None:

@@ -86,6 +86,8 @@ def load_data(folder: str, split: str) -> tuple[BeirData, list[str]]:
     if not path.is_dir():
         raise CurateError(f"{folder}: no such folder")
     data = load_beir(path, split)  # an empty corpus, an unknown split: one line (qrels of unknown ids: dropped)
+    if not data.queries:  # every qrels line was dropped for it: the queries file is at fault, not the qrels
+        raise CurateError(f"{path / 'queries.jsonl'}: no queries in the file: nothing to evaluate")
     qids = scored_queries(data.qrels)
     if not qids:
         raise CurateError(f"{path / 'qrels' / f'{split}.tsv'}: no query has a relevant document")

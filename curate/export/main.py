@@ -1,9 +1,9 @@
 """``curate export``: records in, one training-ordered row list out, written in every format asked.
 
 One straight path, a step each (``_export``): load (first copy of a record id wins) ->
-decontaminate against evaluation sets -> levels of every negative -> dev split -> curriculum
-(phases, then batches, then each row's negatives: ``curriculum.order``) -> rows -> card ->
-format writers. Every drop is a line of the run's ``rejected.jsonl``. Everything goes through
+decontaminate against evaluation sets -> negatives that copy a positive out (``copies``) ->
+levels of every negative -> dev split -> curriculum (phases, then batches, then each row's
+negatives: ``curriculum.order``) -> rows -> card -> format writers. Every drop is a line of the run's ``rejected.jsonl``. Everything goes through
 the run folder (``curate.core.runner``): the files are staged and swapped in together, so a
 crashed run leaves the previous export (or nothing), never half of one, and a file this run
 read is never deleted.
@@ -20,6 +20,7 @@ from typing import Any
 from curate.core.errors import CurateError
 from curate.export.batching import LAYOUTS, TASK_ORDERS, BatchOptions
 from curate.export.build import build_row
+from curate.export.copies import REASON as COPY, drop_positive_copies
 from curate.export.curriculum import AGREEMENT_TOP, Curriculum, order, parse_curriculum
 from curate.export.decontaminate import decontaminate
 from curate.export.inputs import load_inputs
@@ -28,7 +29,7 @@ from curate.export.levels import GAP_BINS, assign_levels
 from curate.export.rows import ExportRow
 from curate.export.splits import split_dev
 from curate.core.stage import REPORT, Stage
-from curate.core.runner import open_run
+from curate.core.runner import Drop, open_run
 
 LEGACY_REPORT = "export_report.json"  # report.json's name before the stage contract: a copy for one release
 INDEX = "README.md"  # above the formats' folders when there are several
@@ -127,6 +128,14 @@ def _check(opts: ExportOptions, writers: dict[str, Callable]) -> tuple[Curriculu
         folder = d if Path(d).is_dir() or ":" not in d else d.rpartition(":")[0]
         if not (Path(folder) / "corpus.jsonl").is_file():
             raise CurateError(f"{folder}: not a BEIR folder (no corpus.jsonl) for --decontaminate")
+    return check_options(opts, writers)
+
+
+def check_options(opts: ExportOptions, writers: dict[str, Callable] | None = None
+                  ) -> tuple[Curriculum, list[str], Instruction | None]:
+    """The options that do not name files, checked as ``_check`` checks them: what a grid's
+    ``export:`` arm is held to when the grid is read, before its records exist."""
+    writers = _writers() if writers is None else writers
     names = list(dict.fromkeys(opts.formats or ("sentence-transformers",)))
     if "all" in names:
         names = list(writers)
@@ -196,6 +205,8 @@ def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: 
                                           opts.decontaminate_ngram)
     for d in dropped:  # with the evaluation texts each matched, in the run's one drop log
         run.reject(d["id"], "decontaminate", source=d["source"], matches=d["matches"])
+    for it, neg in drop_positive_copies(items):  # never a row's negative: counted on the card
+        run.drop(Drop(it.record.id, run.stage, COPY, level=neg.level, text=neg.text, detail={"source": it.source}))
     level_stats = assign_levels(items, opts.gap_levels)
     train, dev, crossing, split_info = split_dev(items, opts.dev_fraction, opts.seed)
     for it in crossing:
@@ -274,8 +285,19 @@ def summary(report: dict[str, Any], out: Path) -> list[str]:
     for f in report["filters"]:
         if f.get("records_dropped") and "folder" not in f:
             lines.append(f"  dropped {f['records_dropped']}: {f['step']}")
+        elif f.get("negatives_dropped"):
+            lines.append(f"  dropped {f['negatives_dropped']} negatives: {f['step']}")
     lines.append(f"wrote {', '.join(report['outputs'])} and {REPORT} to {out} in {report['wall_seconds']:.1f}s")
     return lines
+
+
+def written_files(folder: str | Path, fmt: str) -> list[Path]:
+    """The files a finished export in ``folder`` wrote for format ``fmt``, as its report lists
+    them (none: no finished export there), so no other module reads the report's layout."""
+    from curate.core.stage import report_of
+
+    outputs = (report_of(folder) or {}).get("outputs") or {}
+    return [Path(folder) / f for f in outputs.get(fmt) or []]
 
 
 def funnel(report: dict[str, Any], folder: Path) -> dict[str, Any]:

@@ -73,6 +73,7 @@ def load_recipe(name_or_path: str) -> Recipe:
     if not isinstance(raw.get("steps"), list):
         raise CurateError(f"{path}: a recipe is a mapping with a 'steps' list")
     teacher = check_params(f"{path}: teacher", TeacherSection, raw.get("teacher"), partial=True, noun="key")
+    _check_teacher_model(path, teacher.get("model"))
     steps = []
     for i, entry in enumerate(raw["steps"], 1):
         if isinstance(entry, str):
@@ -94,3 +95,20 @@ def load_recipe(name_or_path: str) -> Recipe:
                 raise CurateError(f"{where} ({name}): a parameter has the wrong type: {e}") from None
         steps.append(StepConfig(name, dict(params or {})))
     return Recipe(name=str(raw.get("name") or path.stem), path=path, steps=steps, teacher=teacher)
+
+
+def _check_teacher_model(path: Path, model: str | None) -> None:
+    """The recipe's teacher is built only when a step first needs it, so a mistyped model folder
+    would stop the run there, naming the folder but not the recipe it is written in. The name is
+    checked now, by its kind's own constructor (which loads no weights). A served or plugin kind
+    is left to where it is built: it may need the command line's server."""
+    if model is None:  # the bundled model
+        return
+    from curate.embed.teacher import DEFAULT_KIND, TEACHERS, TeacherOptions, teacher_kind
+
+    try:
+        kind = teacher_kind(model)  # a mistyped kind prefix fails here
+        if kind is TEACHERS.get(DEFAULT_KIND):
+            kind(model, TeacherOptions())
+    except CurateError as e:
+        raise CurateError(f"{path}: teacher: model: {e}") from None

@@ -102,6 +102,10 @@ def run_pipeline(opts: PipelineOptions) -> dict[str, Any]:
         if name != "all":
             FORMATS.get(name, where="--format")
     check_license(opts.license)  # before any model starts
+    if opts.teacher:  # a teacher that cannot be is found now, not after generate has run
+        from curate.embed.teacher import Teacher
+
+        Teacher(opts.teacher, cache=False).close()  # names and checks it; loads nothing
     llm = opts.llm if opts.llm.cache else dataclasses.replace(opts.llm, cache=str(out / ".cache" / "llm.sqlite"))
     params = {k: v for k, v in dataclasses.asdict(opts).items() if k not in ("llm", "out")}
     with open_run("pipeline", out, params, [opts.docs], staged=False) as run:
@@ -178,7 +182,7 @@ def build_funnel(opts: PipelineOptions, docs, states: dict[str, str], reports: d
     funnel: dict[str, Any] = {
         "docs": str(opts.docs), "out": str(out), "stages": states, "stopped": stop,
         "documents": {"files": d["files"], "documents": d["documents"], "passages": d["passages"],
-                      "skipped": len(d["skipped"])},
+                      "skipped": len(d["skipped"]), "replaced": len(d.get("replaced", []))},
     }
     for name in ("generate", "filter", "mine", RELABEL, "export"):
         funnel[name] = None
@@ -196,6 +200,8 @@ def print_funnel(f: dict[str, Any], order: list[Stage]) -> None:
     console.print(f"[bold]pipeline[/bold] {escape(f['docs'])} -> {escape(f['out'])}", soft_wrap=True)
     d = f["documents"]
     skipped = f", {_n(d['skipped'], 'file')} skipped" if d["skipped"] else ""
+    if d.get("replaced"):
+        skipped += f", {_n(d['replaced'], 'file')} with bytes that are not UTF-8 replaced"
     say("read", f"{_n(d['documents'], 'document')} from {_n(d['files'], 'file')}, "
                 f"{_n(d['passages'], 'passage')} cut{skipped}")
     plots: list[str] = []

@@ -26,7 +26,6 @@ from curate.core.progress import RunStats
 from curate.llm.taskspec import TaskSpec
 
 from curate.generate.examples import Item, make_item, pinned_parts
-from curate.generate.stage import CORPUS  # noqa: F401  (the passages' file in the run folder, declared with the stage)
 
 FAMILY = "from-corpus"
 
@@ -58,6 +57,17 @@ def passage_task(passage: Passage, tasks: Sequence[Task]) -> Task:
     return tasks[int(stable_id(passage.id), 16) % len(tasks)]
 
 
+def report_reading(docs: Documents, stats: RunStats) -> None:
+    """What the reader did goes into the stage's report (every skipped file and replaced byte,
+    by name) and, when it skipped or mended anything, a line each on stderr naming the first
+    few: a user should not have to guess which of their files never became passages."""
+    from curate.core.progress import console
+
+    stats.extra["documents"] = docs.report()
+    for line in docs.notes(report="report.json"):
+        console.print(f"curate: warning: {line}", markup=False, highlight=False, soft_wrap=True)
+
+
 def corpus_items(spec: TaskSpec, docs: Documents, n: int | None, tasks: Sequence[Task], seed: int,
                  stats: RunStats, overrides: dict[str, Any] | None = None,
                  max_chars: int | None = None) -> list[Item]:
@@ -66,6 +76,7 @@ def corpus_items(spec: TaskSpec, docs: Documents, n: int | None, tasks: Sequence
     (``curate.generate.bundles``): the template gets all of them as ``passages`` and the record
     keeps the others as further positives."""
     check_spec(spec)
+    report_reading(docs, stats)
     pinned = pinned_parts(overrides, max_chars)
     passages = sample_passages(docs, n, seed)
     bundles = {}

@@ -5,13 +5,16 @@ or a pipeline calls them the same way. Each family runs in turn on one backend (
 server or one set of remote servers for the whole run), with a progress bar and a printed
 summary; ``OUT/summary.json`` (generate) or ``OUT/brainstorm_summary.json`` and ``run.json``
 are written at the end. The run appends as it goes, so a killed run resumes: it is not staged,
-but the run folder's lock keeps a second run off the same ``out``.
+but the run folder's lock keeps a second run off the same ``out``. A complete generate run puts
+``generated.jsonl`` in item order (``write_in_item_order``), so the same command gives the same
+file whatever order the answers came back in.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -72,7 +75,8 @@ class GenerateOptions(StageOptions):
         "flag": "--set", "metavar": "NAME=VALUE", "help": "Pin a placeholder for every item, e.g. --set num_words=50."})
     max_chars: int | None = field(default=None, metadata={
         "min": 20, "help": "Cap every text of the answer at this many characters (quick runs, token budgets)."})
-    retry_failed: bool = field(default=False, metadata={"help": "Try items that failed in an earlier run again."})
+    retry_failed: bool = field(default=False, metadata={  # resumes the same run: not part of its fingerprint
+        "fingerprint": False, "help": "Try items that failed in an earlier run again."})
     # real (query, positive) pairs: a JSONL file or a BEIR folder
     pairs: str | None = field(default=None, metadata={
         "flag": "--from-pairs", "path": "any", "exists": True,
@@ -117,7 +121,7 @@ def brainstorm_stage(opts: StageOptions, n: int = 50) -> dict[str, Any]:
 def generate_stage(opts: GenerateOptions) -> dict[str, Any]:
     """Generate (query, positive, graded negatives) records into ``OUT/generated.jsonl``."""
     from curate.generate.brainstorm import brainstorm, fixed_tasks, load_tasks
-    from curate.generate.examples import generate
+    from curate.generate.examples import generate, plan_items
     from curate.core.progress import RunStats
 
     names = tuple(opts.tasks)
@@ -149,6 +153,7 @@ def generate_stage(opts: GenerateOptions) -> dict[str, Any]:
 
         docs = read_documents(opts.corpus)
         docs.check_target(out / CORPUS)
+    planned: list[str] = []  # every item's id, families in turn, each family's items in plan order
 
     async def one(spec, client, stats, progress):
         if pairs is not None or docs is not None:
@@ -162,6 +167,7 @@ def generate_stage(opts: GenerateOptions) -> dict[str, Any]:
                 stats.extra["passages"] = len(docs.passages)
                 items = from_corpus.corpus_items(spec, docs, opts.n, tasks, opts.seed, stats, opts.pins,
                                                  opts.max_chars)
+            planned.extend(it.id for it in items)
             await generate(spec, [], len(items), client, out, opts.seed, stats, opts.pins, opts.prompts_dirs,
                            opts.retry_failed, progress, opts.max_chars, items=items)
             return
@@ -175,11 +181,55 @@ def generate_stage(opts: GenerateOptions) -> dict[str, Any]:
             if not tasks:
                 raise CurateError(f"{spec.family}: brainstorming gave no usable task (see {out}/logs)")
         stats.extra["tasks_used"] = len(tasks)
-        await generate(spec, tasks, opts.n or 100, client, out, opts.seed, stats, opts.pins, opts.prompts_dirs,
-                       opts.retry_failed, progress, opts.max_chars)
+        items = plan_items(spec, tasks, opts.n or 100, opts.seed, opts.pins, opts.max_chars)
+        planned.extend(it.id for it in items)
+        await generate(spec, tasks, len(items), client, out, opts.seed, stats, opts.pins, opts.prompts_dirs,
+                       opts.retry_failed, progress, opts.max_chars, items=items)
 
     extra = {k: v for k, v in asdict(opts).items() if k not in asdict(StageOptions(out=""))}
-    return run_llm_stage("generate", opts, one, extra, names)
+    return run_llm_stage("generate", opts, one, extra, names,
+                         finish=lambda: write_in_item_order(out / GENERATED, planned))
+
+
+def write_in_item_order(path: Path, ids: Sequence[str]) -> bool:
+    """Rewrite the records file with its lines in ``ids``' order; True when it had to move any.
+
+    Generate appends each record as its answer arrives, so a killed run loses nothing and
+    resumes, but arrival order is the order answers happened to finish in, which differs from
+    run to run. Later steps that keep "the first" of something (minhash's ``keep: first``) and
+    every seeded shuffle of the export follow the file's order, so the run is made reproducible
+    here, once it is complete: item order, the same for one command in every run. Lines are
+    moved as they are (bytes unchanged); one whose id is not planned (left by an earlier run)
+    goes after the planned ones, in its old order. Written beside and renamed into place, so a
+    kill now leaves the old file or the new one, each whole."""
+    from curate.core.jsonl import atomic_write_bytes
+
+    if not path.is_file():
+        return False
+    rank = {rec_id: n for n, rec_id in enumerate(ids)}
+    spans: list[tuple[int, int, int, int]] = []  # (planned position, line position, byte offset, size)
+    offset = 0
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            if raw.strip():
+                try:
+                    rec_id = json.loads(raw).get("id")
+                except (ValueError, AttributeError):
+                    raise CurateError(f"{path}:{lineno}: not a JSON record") from None
+                spans.append((rank.get(rec_id, len(rank)), lineno, offset, len(raw)))
+            offset += len(raw)
+    ordered = sorted(spans)
+    if ordered == spans:
+        return False
+    def lines():
+        with path.open("rb") as src:
+            for _, _, start, size in ordered:
+                src.seek(start)
+                line = src.read(size)
+                yield line if line.endswith(b"\n") else line + b"\n"
+
+    atomic_write_bytes(path, lines())
+    return True
 
 
 def _check_inputs(names: Sequence[str], tasks_dirs: Sequence[str], source: str | None) -> None:
@@ -207,8 +257,9 @@ PerFamily = Callable[[Any, Any, Any, Any], Awaitable[None]]  # (spec, backend, s
 
 
 def run_llm_stage(stage: str, opts: StageOptions, one: PerFamily, extra: dict[str, Any],
-                  names: Sequence[str] | None = None) -> dict[str, Any]:
-    """Load the specs, open the backend, run ``one`` per family, write and print the summary."""
+                  names: Sequence[str] | None = None, finish: Callable[[], Any] | None = None) -> dict[str, Any]:
+    """Load the specs, open the backend, run ``one`` per family, write and print the summary;
+    ``finish``: called once every family is done, before the report (not after a failed run)."""
     from curate.core.jsonl import atomic_write_json
     from curate.core.runner import open_run
     from curate.llm.backend import llm_backend, open_backend
@@ -249,6 +300,8 @@ def run_llm_stage(stage: str, opts: StageOptions, one: PerFamily, extra: dict[st
         with llm_backend(opts.llm, out_dir) as (cfg, cache):
             console.print(f"[dim]{stage}: model {cfg.model} at {', '.join(map(safe_url, cfg.base_urls))}[/dim]")
             asyncio.run(main(cfg, cache))
+        if finish is not None:
+            finish()
         combined = combine(summaries)
         run.counts.update(combined["counts"])
         if stage == "generate":

@@ -72,7 +72,7 @@ REMOTE_CONCURRENCY = 256  # per server: about what one vLLM instance batches at 
 @contextmanager
 def llm_backend(opts: LLMOptions, out_dir: Path) -> Iterator[tuple[ClientConfig, RequestCache]]:
     """Yield a client config (starting the embedded server when no base URL is given) and the cache."""
-    from curate.llm.replicas import read_urls
+    from curate.llm.urls import read_urls
 
     base_urls = read_urls(opts.base_urls)  # a file of URLs (curate serve --replicas) gives its lines
     if not base_urls and os.environ.get("OPENAI_BASE_URL"):

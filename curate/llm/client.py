@@ -31,6 +31,7 @@ import openai
 
 from curate.llm.cache import RequestCache, request_key
 from curate.llm.redact import Scrubber
+from curate.llm.urls import split_query
 
 SEED_MODULUS = 2**31 - 1
 RETRYABLE_STATUS = {408, 409, 425, 429}
@@ -72,10 +73,14 @@ class _Endpoint:
         self.inflight = 0
         self.cooldown_until = 0.0  # after a transport fault, other servers are preferred until then
         self.semaphore = asyncio.Semaphore(cfg.concurrency)
+        # the query goes with every request, after the path the SDK joins to the base URL (given
+        # whole, ``/v1?key=K`` became ``/v1/?key=Kchat/completions``)
+        base, query = split_query(base_url)
         # The package's own transport: a hand-made httpx client with a pool sized to the
         # concurrency spent a third of a busy run in the pool's bookkeeping.
         self.client = openai.AsyncOpenAI(
-            base_url=base_url,
+            base_url=base,
+            default_query=query or None,
             api_key=cfg.api_key or "no-key",
             max_retries=0,  # retries are ours, so they can be counted and bounded
             timeout=httpx.Timeout(cfg.timeout, connect=min(cfg.timeout, 30.0)),

@@ -13,9 +13,11 @@ class LLMOptions:
     """Which model answers and how requests are sent: every LLM-driven command's options (the
     command line builds them from these fields, ``curate.cli.options``)."""
 
+    # where the servers are is not what they answer: a fingerprint sees only whether one serves
     base_urls: tuple[str, ...] = field(default=(), metadata={
-        "flag": "--base-url", "metavar": "URL",
-        "help": "OpenAI-compatible server (vLLM, ...); repeat to spread requests over several. "
+        "flag": "--base-url", "metavar": "URL", "fingerprint_as": bool,
+        "help": "OpenAI-compatible server (vLLM, ...), or a file of their URLs one a line (# for comments; "
+                "curate serve --replicas writes one); repeat to spread requests over several. "
                 "Default: $OPENAI_BASE_URL, else the embedded CPU model."})
     model: str | None = field(default=None, metadata={
         "help": "Model name the server serves (required with --base-url)."})

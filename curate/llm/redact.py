@@ -1,8 +1,11 @@
 """Keep credentials out of everything curate writes or prints.
 
-The API key and any password in a server URL (``http://user:key@host/v1``) can come back
-inside a server's error text or an exception message; every failure note passes through
-``Scrubber`` before it reaches ``failed.jsonl``, a log or the console.
+The API key and any secret in a server URL can come back inside a server's error text or an
+exception message; every failure note passes through ``Scrubber`` before it reaches
+``failed.jsonl``, a log or the console. A URL carries secrets in three places: a password in
+its netloc (``http://user:key@host/v1``), its query (``?api_key=sk-…``, which some gateways
+take) and its fragment (``#key=…``); ``safe_url`` masks all three wherever a URL is shown or
+written.
 """
 
 from __future__ import annotations
@@ -12,28 +15,59 @@ from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 MASK = "***"
+MIN_QUERY_SECRET = 8  # shorter query values (a version, "json") are not keys and would garble every note
 
 
 def url_secrets(url: str) -> list[str]:
-    """The credentials a URL carries, as written and as sent (HTTP basic auth, which a server
-    may echo back in its error text)."""
+    """The credentials a URL carries, as written and as sent: its netloc's user and password
+    (and their HTTP basic auth form, which a server may echo back in its error text), and the
+    values of its query and fragment."""
     parts = urlsplit(url)
-    if not (parts.username or parts.password):
+    found = []
+    if parts.username or parts.password:
+        user, password = unquote(parts.username or ""), unquote(parts.password or "")
+        basic = base64.b64encode(f"{user}:{password}".encode()).decode()
+        found += [parts.password, password, parts.username, user, basic]
+    for text in (parts.query, parts.fragment):
+        for value in _values(text):
+            if len(unquote(value)) >= MIN_QUERY_SECRET:
+                found += [value, unquote(value), unquote(value.replace("+", " "))]
+    return [s for s in found if s]
+
+
+def _values(text: str) -> list[str]:
+    """The values of a query or fragment (``a=1&b=2``), as written; a fragment without ``=`` is one value."""
+    if not text:
         return []
-    user, password = unquote(parts.username or ""), unquote(parts.password or "")
-    basic = base64.b64encode(f"{user}:{password}".encode()).decode()
-    return [s for s in (parts.password, password, parts.username, user, basic) if s]
+    pairs = [p.partition("=") for p in text.replace(";", "&").split("&")]
+    return [value if sep else name for name, sep, value in pairs]
 
 
 def safe_url(url: str) -> str:
-    """The URL with its credentials masked, for showing to people."""
-    parts = urlsplit(url)
-    if not (parts.username or parts.password):
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, f"{MASK}@{host}", parts.path, parts.query, parts.fragment))
+    """The URL with its secrets masked, for showing to people: the netloc's credentials, every
+    query value and the fragment's values (a key can hide under any parameter name)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:  # not a URL one can take apart (a bad port): show nothing that may be secret
+        return MASK
+    netloc = parts.netloc
+    if parts.username or parts.password:
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        netloc = f"{MASK}@{host}" + (f":{port}" if port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, _masked(parts.query), _masked(parts.fragment)))
+
+
+def _masked(text: str) -> str:
+    """A query or fragment with its names kept and its values masked."""
+    if not text:
+        return text
+    if "=" not in text:
+        return MASK
+    return "&".join(f"{name}={MASK}" if sep else name
+                    for name, sep, _ in (p.partition("=") for p in text.split("&")))
 
 
 @dataclass

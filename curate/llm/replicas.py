@@ -19,7 +19,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
 from curate.core.errors import CurateError
@@ -28,17 +27,24 @@ from curate.core.jsonl import atomic_write_text
 from curate.llm.readiness import wait_until_up
 
 CHECK_EVERY = 2.0  # seconds between health checks
+PLACEHOLDERS = ("host", "port", "python")  # what a replica fills in its --server-command
 
 
-def read_urls(values: Sequence[str]) -> list[str]:
-    """Base URLs as given; a value that is a file (``--urls-file`` of ``curate serve``) gives its lines."""
-    out = []
-    for v in values:
-        if "://" not in v and Path(v).is_file():
-            out += [line.strip() for line in Path(v).read_text(encoding="utf-8").splitlines() if line.strip()]
-        else:
-            out.append(v)
-    return out
+def command_for(command: str, host: str, port: int | str, python: str = sys.executable) -> list[str]:
+    """The replica's command line: ``{host}``, ``{port}`` and ``{python}`` filled in, then split
+    as a shell would; a template that cannot be filled is one line naming what is wrong."""
+    import string
+
+    known = ", ".join("{" + p + "}" for p in PLACEHOLDERS)
+    try:
+        for _, name, _, _ in string.Formatter().parse(command):
+            if name is not None and name not in PLACEHOLDERS:  # no {port[0]} or {host.x}: plain names only
+                raise CurateError(f"--server-command: unknown placeholder {{{name}}}; known: {known} "
+                                  "(write {{ and }} for a brace)")
+        return shlex.split(command.format(host=host, port=port, python=python))
+    except (ValueError, LookupError, TypeError) as e:  # a lone brace, a bad format spec, an unclosed quote
+        raise CurateError(f"--server-command: {e} in {command!r} (placeholders: {known}; "
+                          "{{ and }} for a brace)") from None
 
 
 class Replica:
@@ -51,7 +57,7 @@ class Replica:
         with socket.socket() as s:
             s.bind((self.host, 0))
             self.port = s.getsockname()[1]
-        self.command = shlex.split(command.format(host=self.host, port=self.port, python=sys.executable))
+        self.command = command_for(command, self.host, self.port)
         self.start_timeout = start_timeout
         self.proc: subprocess.Popen | None = None
 
@@ -88,6 +94,7 @@ def _write(path: Path, urls: list[str]) -> None:
 def serve_replicas(n: int, command: str, urls_file: Path, executor: Executor, start_timeout: float,
                    rounds: int | None = None) -> None:
     """Start ``n`` replicas, write their URLs, keep them up until interrupted (or ``rounds`` checks)."""
+    command_for(command, "127.0.0.1", 8000)  # a bad template stops here, not inside every actor after Ray starts
     ray = ray_for(executor)
     # one GPU each where asked; spread over the nodes either way (the CPU build: one a node where there are enough)
     actor = remote(ray, Replica, executor, num_cpus=0, max_concurrency=2, scheduling_strategy="SPREAD")

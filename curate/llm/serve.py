@@ -205,7 +205,7 @@ class ServeOptions:
     server_command: str | None = field(default=None, metadata={
         "metavar": "TEMPLATE",
         "help": "Each replica runs this OpenAI-compatible server instead of vLLM; {host} and {port} are its "
-                "own, {python} this Python."})
+                "own, {python} this Python ({{ and }} for a literal brace)."})
     ray_address: str | None = field(default=None, metadata={
         "help": "A Ray cluster to start the replicas on ('auto': this machine's)."})
     gpus_per_replica: float = field(default=0.0, metadata={"min": 0.0})

@@ -2,25 +2,62 @@
 
 Templates may come from users, so they never run with more power than the sandbox gives: no
 attribute tricks, ``range`` capped at Jinja's ``MAX_RANGE``, ``seq * n`` and ``a ** b`` refused
-past ``MAX_SIZE`` before they are built, and output stopped past ``MAX_SIZE`` characters. What
-still fails (a MemoryError, a division by zero) is one line naming the template.
+past ``MAX_SIZE`` before they are built, ``lipsum`` held to ``MAX_LIPSUM_WORDS``, and output
+stopped past ``MAX_SIZE`` characters. Time is bounded too: a render has ``MAX_SECONDS``, checked
+as output is produced, at every call and at every step of every ``{% for %}`` loop (nested
+loops over ``range(99999)`` write nothing for hours, so output alone cannot tell). What still
+fails (a MemoryError, a division by zero) is one line naming the template.
 """
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
-from collections.abc import Sequence
+import time
+from collections.abc import Iterable, Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import jinja2
+from jinja2 import nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.utils import generate_lorem_ipsum
 
 from curate.core.errors import CurateError
 from curate.core.resources import resource_dir
 
 MAX_SIZE = 10_000_000  # characters (or items) a template may build with one operator, or output
+MAX_SECONDS = 5.0  # one render; prompt templates take milliseconds
+MAX_LIPSUM_WORDS = 100_000  # paragraphs x most words a paragraph: about 0.05 s
+_BOUNDED = "_curate_bounded"  # the filter every for loop's iterable passes through (see _Sandbox._parse)
+_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("curate_template_deadline", default=None)
+
+
+class RenderTimeout(jinja2.exceptions.SecurityError):
+    """A render ran past ``MAX_SECONDS``."""
+
+
+def _check_deadline() -> None:
+    deadline = _deadline.get()
+    if deadline is not None and time.monotonic() > deadline:
+        raise RenderTimeout(f"rendering took more than {MAX_SECONDS:g} s (a loop too long for a prompt?)")
+
+
+def _bounded(iterable: Iterable[Any]) -> Iterator[Any]:
+    """The loop's items, the deadline checked before each one."""
+    for item in iterable:
+        _check_deadline()
+        yield item
+
+
+def _lipsum(n: int = 5, html: bool = True, min: int = 20, max: int = 100) -> str:  # Jinja's names
+    """Jinja's ``lipsum``, refused past ``MAX_LIPSUM_WORDS`` words (``lipsum(3000, max=…)`` ran
+    for minutes, inside one call no deadline can stop)."""
+    if not all(isinstance(v, int) for v in (n, min, max)) or n * max > MAX_LIPSUM_WORDS:
+        raise jinja2.exceptions.SecurityError(f"lipsum({n!r}, max={max!r}) writes more than the sandbox allows "
+                                              f"({MAX_LIPSUM_WORDS:,} words)")
+    return generate_lorem_ipsum(n, html, min, max)
 
 
 class _Sandbox(ImmutableSandboxedEnvironment):
@@ -28,6 +65,23 @@ class _Sandbox(ImmutableSandboxedEnvironment):
     that build something far larger than the template in one step."""
 
     intercepted_binops = frozenset({"*", "**"})
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.globals["lipsum"] = _lipsum
+        self.filters[_BOUNDED] = _bounded
+
+    def _parse(self, source: str, name: str | None, filename: str | None) -> nodes.Template:
+        """The parsed template, each ``{% for %}``'s iterable wrapped in ``_bounded``, so that
+        every step of every loop checks the render's deadline."""
+        tree = super()._parse(source, name, filename)
+        for loop in tree.find_all(nodes.For):
+            loop.iter = nodes.Filter(loop.iter, _BOUNDED, [], [], None, None, lineno=loop.lineno)
+        return tree
+
+    def call(self, context: Any, obj: Any, /, *args: Any, **kwargs: Any) -> Any:
+        _check_deadline()  # a macro that calls itself, or calls many times over
+        return super().call(context, obj, *args, **kwargs)
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         whole = [isinstance(v, int) and not isinstance(v, bool) for v in (left, right)]
@@ -104,6 +158,8 @@ def render(template: jinja2.Template, variables: dict) -> str:
         return _capped_render(template, variables).strip()
     except jinja2.UndefinedError as e:
         raise CurateError(f"{label}: undefined variable: {e.message}") from None
+    except RenderTimeout as e:
+        raise CurateError(f"{label}: {e}") from None
     except (jinja2.exceptions.SecurityError, OverflowError) as e:  # Jinja's range over MAX_RANGE: OverflowError
         raise CurateError(f"{label}: not allowed in the sandbox: {e}") from None
     except jinja2.TemplateError as e:
@@ -118,12 +174,18 @@ def render(template: jinja2.Template, variables: dict) -> str:
 
 def _capped_render(template: jinja2.Template, variables: dict) -> str:
     """``template.render``, stopped once the output passes ``MAX_SIZE`` characters (a loop that
-    writes a little many times builds its output here, not in an operator)."""
+    writes a little many times builds its output here, not in an operator) or the render passes
+    ``MAX_SECONDS`` (checked here per piece of output, and by loops and calls as they run)."""
     parts, size = [], 0
-    for chunk in template.generate(**variables):
-        size += len(chunk)
-        if size > MAX_SIZE:
-            raise jinja2.exceptions.SecurityError(f"an output of more than {MAX_SIZE:,} characters is more "
-                                                  "than the sandbox allows")
-        parts.append(chunk)
+    token = _deadline.set(time.monotonic() + MAX_SECONDS)
+    try:
+        for chunk in template.generate(**variables):
+            size += len(chunk)
+            if size > MAX_SIZE:
+                raise jinja2.exceptions.SecurityError(f"an output of more than {MAX_SIZE:,} characters is more "
+                                                      "than the sandbox allows")
+            _check_deadline()
+            parts.append(chunk)
+    finally:
+        _deadline.reset(token)
     return "".join(parts)

@@ -179,13 +179,14 @@ def load_beir_input(folder: str | Path, split: str = "train", qrels_path: str | 
 
     folder = Path(folder)
     data = load_beir(folder, split, qrels_path)
+    qrels_file = Path(qrels_path) if qrels_path else folder / "qrels" / f"{split}.tsv"
+    _check_not_empty(data, folder, qrels_file)
     qrels = data.qrels
     corpus = Corpus()
     for doc_id, text in data.corpus.items():
         corpus.add(text, doc_id, title=data.titles.get(doc_id, ""))
     inp = MineInput([], corpus, {"kind": "beir", "path": str(folder), "split": split,
-                                 "qrels": str(qrels_path or folder / "qrels" / f"{split}.tsv"),
-                                 "min_relevance": min_relevance})
+                                 "qrels": str(qrels_file), "min_relevance": min_relevance})
     _count_dropped_qrels(inp, data, min_relevance)
     for qid, rels in qrels.items():
         if not data.queries[qid].strip():  # a record needs text on both sides (records.py checks it)
@@ -209,6 +210,15 @@ def load_beir_input(folder: str | Path, split: str = "train", qrels_path: str | 
                                   record_id=stable_id("beir", folder.name, qid), query_id=qid,
                                   top_tied=relevance.count(relevance[0])))
     return finalize(inp)
+
+
+def _check_not_empty(data, folder: Path, qrels_file: Path) -> None:
+    """An empty qrels file or queries file leaves nothing to mine: say which file is empty (a bare
+    "no queries to mine" sends the user looking in the wrong one)."""
+    if not data.qrels and not data.dropped:
+        raise CurateError(f"{qrels_file}: no qrels lines: no queries to mine")
+    if not data.queries:
+        raise CurateError(f"{folder / 'queries.jsonl'}: no queries in the file: no queries to mine")
 
 
 def _count_dropped_qrels(inp: MineInput, data, min_relevance: int) -> None:

@@ -30,7 +30,7 @@ from curate.core.records import Negative, Positive, Record, TeacherScores
 
 MINED = "mined.jsonl"
 LEGACY_REPORT = "mine_report.json"  # report.json's name before the stage contract: a copy for one release
-def _config(opts: MineOptions) -> MineConfig:
+def mine_config(opts: MineOptions) -> MineConfig:
     from curate.negatives.presets import load_preset_module
 
     for path in opts.preset_modules:
@@ -130,7 +130,7 @@ def run_mine(opts: MineOptions, teachers=None, rescorer=None) -> dict[str, Any]:
 
     from curate.core.runner import open_run
 
-    cfg = _config(opts)
+    cfg = mine_config(opts)
     if opts.ensemble is not None and opts.ensemble not in ENSEMBLES:
         raise CurateError(f"unknown --ensemble {opts.ensemble!r} (choose from {', '.join(ENSEMBLES)})")
     n_teachers = len(teachers) if teachers is not None else max(1, len(opts.teachers))

@@ -143,3 +143,29 @@ def test_listing_the_commands_imports_no_stage():
             "print(sorted(m for m in sys.modules if m.startswith('curate.') and not m.startswith('curate.cli')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True).stdout
     assert out.strip() == "['curate.core', 'curate.core.errors']"
+
+
+def test_no_command_has_two_options_with_one_name():
+    """Click hands every option of one name the same parsed value: `pipeline --base-url X` once
+    set the teacher's server to X, because --teacher-base-url's field had --base-url's name."""
+    ctx = click.Context(cli)
+    for name in cli.list_commands(ctx):
+        command = cli.get_command(ctx, name)
+        names = [p.name for p in command.get_params(click.Context(command))]
+        assert len(names) == len(set(names)), (name, sorted(n for n in names if names.count(n) > 1))
+
+
+def test_the_llm_server_and_the_teachers_server_stay_apart(monkeypatch):
+    import os
+
+    import curate.flows.pipeline as pipeline
+    from curate.embed.api import BASE_URL_ENV
+
+    seen = {}
+    monkeypatch.setenv(BASE_URL_ENV, "")  # restored (unset) afterwards; the option sets it in os.environ
+    monkeypatch.setattr(pipeline, "run_pipeline", lambda opts: seen.update(llm=opts.llm.base_urls,
+                                                                           teacher=os.environ.get(BASE_URL_ENV)))
+    result = CliRunner().invoke(cli, ["pipeline", "docs", "--out", "o", "--base-url", "http://llm:1/v1",
+                                      "--teacher-base-url", "http://teacher:2/v1"])
+    assert result.exit_code == 0, result.output
+    assert seen == {"llm": ("http://llm:1/v1",), "teacher": "http://teacher:2/v1"}

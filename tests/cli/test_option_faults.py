@@ -167,8 +167,8 @@ def test_blank_task_in_tasks_file_names_file_and_line(tmp_path, line):
     ({"method": "window", "range_min": 100}, "--range-min 100 / --range-max 100"),
 ])
 def test_mine_from_python_checks_the_same_declared_ranges(options, needle):
-    from curate.mine.main import _config
+    from curate.mine.main import mine_config
     from curate.mine.options import MineOptions
 
     with pytest.raises(CurateError, match=needle):
-        _config(MineOptions(out="unused", **options))
+        mine_config(MineOptions(out="unused", **options))

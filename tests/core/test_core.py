@@ -8,7 +8,7 @@ import random
 import pytest
 
 from curate.core.errors import CurateError
-from curate.core.jsonl import JsonlAppender, atomic_write_text, read_jsonl, trim_partial_tail
+from curate.core.jsonl import JsonlAppender, atomic_write_bytes, read_jsonl, trim_partial_tail
 from curate.dedup.near_dup import NearDupIndex
 from curate.core.records import FAMILIES, SCHEMA_VERSION, Negative, Positive, Record, read_records
 from curate.llm.taskspec import load_spec
@@ -133,9 +133,12 @@ def test_atomic_write_leaves_old_file_when_interrupted(tmp_path):
     p = tmp_path / "report.json"
     p.write_text("old")
 
+    def chunks():
+        yield b"new, half"
+        raise RuntimeError("writing fails midway")
 
-    with pytest.raises(TypeError):
-        atomic_write_text(p, 123)  # writing fails midway
+    with pytest.raises(RuntimeError):
+        atomic_write_bytes(p, chunks())
     assert p.read_text() == "old"
     assert [x.name for x in tmp_path.iterdir()] == ["report.json"], "no temporary file left behind"
 

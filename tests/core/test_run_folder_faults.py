@@ -145,6 +145,38 @@ def test_export_killed_at_every_step_of_its_swap_is_finished_by_the_next_run(kil
             assert _snapshot(out) == reference["two"]
 
 
+def _failing_commands(recs: Path, out: Path) -> list[list[str]]:
+    """Commands on ``out`` that fail on their own input, each at a different place: the option
+    parser (no --in), an option's check (a licence with a space), an input file that is not
+    there, and another stage's recipe that does not exist."""
+    return [["export", "--out", str(out), "--format", "all"],
+            [*_export_args(recs, out, "all"), "--license", "x y"],
+            _export_args(out.parent / "no-such-records.jsonl", out, "all"),
+            ["filter", "--in", str(recs), "--out", str(out), "--recipe", "no-such-recipe"]]
+
+
+def test_a_failing_command_finishes_the_swap_a_killed_export_left(kill_case):
+    """Killed at every rename of its swap over an earlier export, then a command that fails on
+    its input: it exits 2 with one line, and the folder holds the killed export's files, whole,
+    with no staging folder left (the failing run settles the folder before its checks)."""
+    tmp, recs, reference, _ = kill_case
+    count = tmp / "count-before-failing"
+    assert run_curate(*_export_args(recs, count, "nemo", "beir")).returncode == 0
+    _, steps = _killed(tmp, 0, *_export_args(recs, count, "all"))
+    for stop in range(1, steps + 1):
+        out = tmp / f"then-failing-{stop}"
+        assert run_curate(*_export_args(recs, out, "nemo", "beir")).returncode == 0
+        rc, _ = _killed(tmp, stop, *_export_args(recs, out, "all"))
+        assert rc == -9, f"step {stop} of {steps} did not kill"
+        assert any(p.name.startswith(STAGING) for p in out.iterdir())
+        failing = _failing_commands(recs, out)
+        proc = run_curate(*failing[stop % len(failing)])
+        assert proc.returncode == 2, (stop, proc.stderr)
+        assert "Traceback" not in proc.stderr
+        assert not any(p.name.startswith(STAGING) for p in out.iterdir()), f"killed at step {stop}"
+        assert _snapshot(out) == reference["all"], f"killed at step {stop} of {steps}"
+
+
 def test_an_export_killed_into_a_new_folder_is_not_refused_by_a_different_export(kill_case):
     """The fault the issue names: the partial folder used to be 'not an earlier export'."""
     tmp, recs, reference, steps = kill_case

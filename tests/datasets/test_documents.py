@@ -1,6 +1,10 @@
 """Issue 23, item 1: the document reader (``curate/datasets/documents.py``) cuts a BEIR folder,
 a corpus JSONL or a folder of .txt/.md/.html files into ``DOC#k`` passages, and the corpus
-reader it shares with every stage (``curate/datasets/corpus.py``) still gives what it gave before."""
+reader it shares with every stage (``curate/datasets/corpus.py``) still gives what it gave before.
+
+Issue 32: what an untidy folder holds (binary and empty files, stray bytes, unclosed HTML, front
+matter, blobs, links out of the folder, control characters in names) is named, mended or kept
+out, and never reaches a passage, an id or a prompt unannounced."""
 
 from __future__ import annotations
 
@@ -13,8 +17,8 @@ import pytest
 from curate.core.errors import CurateError
 from curate.core.jsonl import read_jsonl
 from curate.datasets.corpus import read_corpus, read_corpus_entries
-from curate.datasets.documents import chunk_words, html_to_text, read_documents
-from tests.helpers import SHARED_DATA
+from curate.datasets.documents import MAX_WORD_CHARS, chunk_words, html_to_text, read_documents
+from tests.helpers import SHARED_DATA, run_curate
 from tests.mine_helpers import write_jsonl
 
 SCIFACT = SHARED_DATA / "scifact"
@@ -118,7 +122,7 @@ def test_write_corpus_gives_a_beir_corpus_the_corpus_reader_reads(tmp_path):
     assert read_corpus(path) == [("a", "Title " + " ".join(_words(30)))]  # left as it was
     report = docs.report()
     assert report == {"path": str(path), "files": 1, "documents": 1, "passages": 2, "ignored": 0,
-                      "skipped": [], "skipped_by_reason": {}, "max_words": 20, "overlap_words": 5}
+                      "skipped": [], "skipped_by_reason": {}, "replaced": [], "max_words": 20, "overlap_words": 5}
 
 
 # ------------------------------------------------------------------------------- folders
@@ -229,12 +233,11 @@ def test_unreadable_files_are_skipped_counted_and_named(tmp_path):
     _write(tmp_path / "bom.txt", b"\xef\xbb\xbfwith a BOM")
     _write(tmp_path / "shell.html", "<html><head><title>Only a title</title></head><body> </body></html>")
     docs = read_documents(tmp_path)
-    assert [p.id for p in docs.passages] == ["bom#0", "good#0"]
+    assert [p.id for p in docs.passages] == ["bom#0", "good#0", "latin#0"]  # latin.md: its bytes replaced
     assert docs.passages[0].text == "with a BOM"
     assert [(s.path, s.reason) for s in docs.skipped] == [
-        ("bin.txt", "binary"), ("blank.md", "empty"), ("empty.txt", "empty"), ("latin.md", "not UTF-8 text"),
-        ("shell.html", "empty")]
-    assert docs.report()["skipped_by_reason"] == {"binary": 1, "empty": 3, "not UTF-8 text": 1}
+        ("bin.txt", "binary"), ("blank.md", "empty"), ("empty.txt", "empty"), ("shell.html", "empty")]
+    assert docs.report()["skipped_by_reason"] == {"binary": 1, "empty": 3}
 
 
 def test_a_folder_with_nothing_readable_is_one_line(tmp_path):
@@ -249,8 +252,8 @@ def test_a_folder_with_nothing_readable_is_one_line(tmp_path):
     assert str(err.value) == (f"{tmp_path}: no readable documents "
                               "(2 skipped: a.txt: binary; 1 ignored, not .txt/.md/.html/.htm)")
     assert "\n" not in str(err.value)
-    with pytest.raises(CurateError, match=r"latin\.txt: no readable documents \(1 skipped: latin\.txt: not UTF-8"):
-        read_documents(_write(tmp_path / "latin.txt", "\u00e9t\u00e9".encode("latin-1")))
+    with pytest.raises(CurateError, match=r"noise\.txt: no readable documents \(1 skipped: noise\.txt: binary"):
+        read_documents(_write(tmp_path / "noise.txt", bytes(range(0x80, 0x100))))
 
 
 def test_a_missing_path_and_an_unknown_file_type_are_one_line(tmp_path):
@@ -344,3 +347,153 @@ def test_read_corpus_gives_what_it_gave_before_on_a_small_file_with_titles(tmp_p
 def test_read_corpus_gives_what_it_gave_before_on_scifact():
     path = SCIFACT / "corpus.jsonl"
     assert read_corpus(path) == _read_corpus_before(path)
+
+
+# --------------------------------------------------------------------- issue 32: untidy folders
+
+
+def _skipping_folder(folder: Path) -> Path:
+    _write(folder / "good.txt", "readable words")
+    _write(folder / "a.bin.txt", b"\x7fELF\x00\x01\x02")
+    _write(folder / "b.md", "")
+    _write(folder / "c.html", "<html><head><title>t</title></head><body></body></html>")
+    _write(folder / "d.txt", " \n")
+    return folder
+
+
+def test_skipped_files_are_named_in_the_report_and_one_summary_line(tmp_path):
+    docs = read_documents(_skipping_folder(tmp_path))
+    assert docs.report()["skipped"] == [{"path": "a.bin.txt", "reason": "binary"}, {"path": "b.md", "reason": "empty"},
+                                        {"path": "c.html", "reason": "empty"}, {"path": "d.txt", "reason": "empty"}]
+    (line,) = docs.notes(report="report.json")
+    assert line == (f"{tmp_path}: skipped 4 files: a.bin.txt (binary), b.md (empty), c.html (empty), "
+                    "+1 more (see report.json)")
+    assert read_documents(tmp_path / "good.txt").notes() == []  # nothing to say when all was read
+
+
+def test_generate_from_corpus_names_skipped_files_in_report_json_and_on_stderr(tmp_path, srv):
+    docs = _skipping_folder(tmp_path / "docs")
+    out = tmp_path / "out"
+    proc = run_curate("generate", "--from-corpus", str(docs), "--out", str(out), "--base-url", srv.base_url,
+                      "--model", "m", "--max-retries", "0", "--max-reasks", "0", "--timeout", "10",
+                      env={"OPENAI_API_KEY": "fake-key", "NO_COLOR": "1", "COLUMNS": "300",
+                           "HOME": str(tmp_path / "home"), "XDG_CACHE_HOME": str(tmp_path / "home" / ".cache")})
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((out / "report.json").read_text())
+    reader = report["families"]["from-corpus"]["documents"]
+    assert [(s["path"], s["reason"]) for s in reader["skipped"]] == [
+        ("a.bin.txt", "binary"), ("b.md", "empty"), ("c.html", "empty"), ("d.txt", "empty")]
+    lines = [ln for ln in proc.stderr.splitlines() if "skipped 4 files" in ln]
+    assert len(lines) == 1 and "a.bin.txt (binary), b.md (empty)" in lines[0] and "+1 more" in lines[0], proc.stderr
+
+
+def test_a_stray_non_utf8_byte_is_replaced_and_counted_not_the_file_dropped(tmp_path):
+    _write(tmp_path / "latin.md", "# Caf\u00e9\n\nCr\u00e8me br\u00fbl\u00e9e for everyone.".encode("latin-1"))
+    _write(tmp_path / "ok.txt", "all fine")
+    _write(tmp_path / "image.txt", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")  # NULs: binary
+    _write(tmp_path / "noise.txt", bytes(range(0x80, 0x100)) * 4)  # no NUL, nothing decodes: binary
+    docs = read_documents(tmp_path)
+    assert [(p.id, p.title, p.text) for p in docs.passages] == [
+        ("latin#0", "Caf\ufffd", "Cr\ufffdme br\ufffdl\ufffde for everyone."), ("ok#0", "", "all fine")]
+    assert [(r.path, r.bytes) for r in docs.replaced] == [("latin.md", 4)]
+    assert docs.report()["replaced"] == [{"path": "latin.md", "bytes": 4}]
+    assert [(s.path, s.reason) for s in docs.skipped] == [("image.txt", "binary"), ("noise.txt", "binary")]
+    assert docs.notes()[1] == f"{tmp_path}: replaced 4 bytes that are not UTF-8 with U+FFFD in 1 file: latin.md (4 bytes)"
+
+
+@pytest.mark.parametrize("page", [
+    "<html><head><title>T</title><p>body text</p></html>",  # head never closed
+    "<head><title>T</title><meta charset=utf-8>\nbody text",  # text after the head's tags
+    "<title>T</title><div>body text</div>",  # neither head nor body tags
+    "<html><head><title>T</title><script>x = 'no'</script><style>p {}</style><h1>body text</h1>",
+    "<html><head><title>T</head><body>body text",  # title and head left open
+])
+def test_html_keeps_its_body_text_whether_or_not_head_and_body_are_closed(page):
+    title, text = html_to_text(page)
+    assert (title, " ".join(text.split())) == ("T", "body text")
+
+
+def test_markdown_front_matter_is_not_text_and_its_title_is_the_title(tmp_path):
+    _write(tmp_path / "yaml.md", '---\ntitle: "Deploying: a guide"\napi_key: sk-secret-123\ntags: [a, b]\n---\n'
+                                 "# Deploying: a guide\n\nRun it.\n")
+    _write(tmp_path / "toml.md", "+++\ntitle = 'Tuning'  # comment\npassword = \"hunter2\"\n+++\n\nTune it.\n")
+    _write(tmp_path / "plain.md", "---\n\nA page that opens with a rule.\n\n---\n\nMore.\n")  # no front matter
+    _write(tmp_path / "heading.md", "---\nauthor: me\n---\n# From the heading\n\nBody.\n")
+    docs = read_documents(tmp_path)
+    assert [(p.id, p.title, p.text) for p in docs.passages] == [
+        ("heading#0", "From the heading", "Body."),
+        ("plain#0", "", "--- A page that opens with a rule. --- More."),
+        ("toml#0", "Tuning", "Tune it."),
+        ("yaml#0", "Deploying: a guide", "Run it."),
+    ]
+    assert not any(s in p.text + p.title for p in docs.passages for s in ("sk-secret", "hunter2", "api_key", "author"))
+
+
+def test_an_unbroken_blob_is_cut_so_no_passage_outgrows_the_character_cap(tmp_path):
+    rng = random.Random(5)
+    blob = "".join(rng.choice("abcdef0123456789") for _ in range(2_000_000))
+    _write(tmp_path / "dump.txt", f"Header line.\n\n{blob}\n\nTrailer.")
+    docs = read_documents(tmp_path, max_words=200, overlap_words=40)
+    cap = 200 * (MAX_WORD_CHARS + 1) - 1
+    assert max(len(p.text) for p in docs.passages) <= cap < 30_000
+    assert all(len(p.text.split()) <= 200 for p in docs.passages)
+    pieces = [w for p in docs.passages[:1] for w in p.text.split()] + [
+        w for p in docs.passages[1:] for w in p.text.split()[40:]]
+    assert "".join(pieces) == "Headerline." + blob + "Trailer."  # every character kept, in order
+    title = read_documents(_write(tmp_path / "t.md", "# " + "x" * 10_000 + "\n\nbody"), 20, 5).passages[0].title
+    assert len(title) <= 20 * (MAX_WORD_CHARS + 1) - 1  # a title goes with every passage: held to the cap too
+
+
+@pytest.mark.parametrize("max_words,overlap", [(1, 0), (3, 1), (20, 5)])
+def test_long_runs_are_cut_into_pieces_and_the_caps_hold(max_words, overlap):
+    rng = random.Random(max_words)
+    for _ in range(30):
+        words = ["x" * rng.choice([1, 5, MAX_WORD_CHARS, MAX_WORD_CHARS + 1, 3 * MAX_WORD_CHARS + 7])
+                 for _ in range(rng.randint(1, 40))]
+        chunks = chunk_words(" ".join(words), max_words, overlap)
+        pieces = [w[i:i + MAX_WORD_CHARS] for w in words for i in range(0, len(w), MAX_WORD_CHARS)]
+        _check_chunks(chunks, pieces, max_words, overlap)
+        assert all(len(" ".join(c)) <= max_words * (MAX_WORD_CHARS + 1) - 1 for c in chunks)
+
+
+def test_links_out_of_docs_are_skipped_and_named_links_inside_are_read(tmp_path):
+    secrets = _write(tmp_path / "home" / ".env", "OPENAI_API_KEY=sk-live-secret")
+    _write(tmp_path / "home" / "private" / "notes.txt", "private notes")
+    docs_dir = tmp_path / "docs"
+    _write(docs_dir / "guide.txt", "the guide")
+    (docs_dir / "config.txt").symlink_to(secrets)
+    (docs_dir / "private").symlink_to(tmp_path / "home" / "private", target_is_directory=True)
+    (docs_dir / "alias.txt").symlink_to(docs_dir / "guide.txt")  # inside DOCS: fine
+    docs = read_documents(docs_dir)
+    assert [(p.id, p.text) for p in docs.passages] == [("alias#0", "the guide"), ("guide#0", "the guide")]
+    assert [(s.path, s.reason) for s in docs.skipped] == [("config.txt", "link outside DOCS"),
+                                                          ("private", "link outside DOCS")]
+    assert "sk-live-secret" not in json.dumps([p.__dict__ for p in docs.passages])
+    assert "config.txt (link outside DOCS)" in docs.notes()[0]
+
+
+def test_control_characters_in_file_names_never_reach_an_id(tmp_path):
+    _write(tmp_path / "tab\there.txt", "one")
+    _write(tmp_path / "new\nline.md", "two")
+    _write(tmp_path / "bell\x07.html", "<p>three</p>")
+    _write(tmp_path / "plain name.txt", "four")  # printable names keep their ids exactly
+    docs = read_documents(tmp_path)
+    ids = [p.id for p in docs.passages]
+    assert ids == ["bell%07#0", "new%0Aline#0", "plain name#0", "tab%09here#0"]
+    assert [p.source for p in docs.passages] == ["bell%07.html", "new%0Aline.md", "plain name.txt", "tab%09here.txt"]
+    assert all(s.isprintable() for p in docs.passages for s in (p.id, p.doc_id, p.source))
+    assert [p.id for p in read_documents(tmp_path).passages] == ids  # stable
+    _write(tmp_path / "tab%09here.txt", "a name that already reads like the escape")
+    with pytest.raises(CurateError) as err:
+        read_documents(tmp_path)
+    assert str(err.value) in (f"{tmp_path}: 'tab%09here' is both {a!r} and {b!r}"
+                              for a, b in [("tab\there.txt", "tab%09here.txt"), ("tab%09here.txt", "tab\there.txt")])
+    assert "\n" not in str(err.value)
+
+
+def test_control_characters_in_jsonl_ids_are_escaped_too(tmp_path):
+    path = write_jsonl(tmp_path / "c.jsonl", [{"_id": "a\tb", "text": "x"}, {"_id": "plain", "text": "y"}])
+    assert [p.id for p in read_documents(path).passages] == ["a%09b#0", "plain#0"]
+    clash = write_jsonl(tmp_path / "clash.jsonl", [{"_id": "a\tb", "text": "x"}, {"_id": "a%09b", "text": "y"}])
+    with pytest.raises(CurateError, match=r"clash\.jsonl:2: _id 'a%09b' reads as 'a%09b', as does 'a\\tb'$"):
+        read_documents(clash)

@@ -12,6 +12,7 @@ import time
 import numpy as np
 import pytest
 
+from curate.core.errors import CurateError
 from curate.embed.cache import EmbeddingCache, default_cache_dir, text_key
 from curate.negatives.search import rank_targets, top_k
 from curate.embed.teacher import BUNDLED_ID, Teacher, preset_prompts
@@ -42,8 +43,8 @@ def test_cache_roundtrip_and_counters(tmp_path):
     assert not mat[1].any()
     assert cache.count() == 1500 and cache.count("m", "") == 1500 and cache.count("x") == 0
 
-    with pytest.raises(ValueError):
-        cache.put_many("m", "", ["a"], np.zeros((1, 8), dtype=np.float32))  # 16-d space
+    with pytest.raises(CurateError, match="holds 16-d vectors for m .*not 8-d"):
+        cache.put_many("m", "", ["a"], np.ones((1, 8), dtype=np.float32))  # 16-d space
     with pytest.raises(ValueError):
         cache.put_many("m", "", ["a", "b"], np.zeros((1, 16), dtype=np.float32))
     with pytest.raises(ValueError):

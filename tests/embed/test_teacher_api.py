@@ -98,12 +98,12 @@ def test_another_length_of_vector_is_refused_before_the_cache_takes_it(tmp_path)
     with FakeLLMServer() as srv:
         t = _teacher([srv.base_url], tmp_path)
         t.encode_docs(["first text"])
-        with pytest.raises(CurateError, match="9-d vectors after 8-d ones"):
+        with pytest.raises(CurateError, match="9-d vectors, but it answered 8-d ones before"):
             t.encode_docs(["FAULTS[wrongdim] odd one"])
         t.close()
     with FakeLLMServer(embed_dim=16) as other:  # another model under the same name, next run
         t = _teacher([other.base_url], tmp_path)
-        with pytest.raises(CurateError, match="16-d vectors, but its cached ones are 8-d"):
+        with pytest.raises(CurateError, match="16-d vectors, but the embedding cache at .* holds 8-d vectors under the name openai:fake"):
             t.encode_docs(["first text", "a new text"])
         assert t.cache.get_many("openai:fake", "", ["a new text"]) == [None]
         t.close()

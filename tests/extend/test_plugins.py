@@ -120,12 +120,15 @@ def test_an_export_format_plugin_writes_its_files_and_its_card_text(tmp_path, re
     assert "**TSV triplets** (`EXPORT/tsv-triplets`)" in card and "**BEIR** (`EXPORT/beir`)" in card
 
 
+def _mined(tmp_path: Path, plugin: str, data: Path, *args: str) -> list[dict]:
+    """`curate mine --data DATA ARGS` with the plugin installed: the mined records."""
+    env = install(tmp_path / "site", plugin)
+    _ok(run_curate("mine", "--data", str(data), "--out", str(tmp_path / "m"), *args, env=env))
+    return read_jsonl(tmp_path / "m" / "mined.jsonl")
+
+
 def test_a_mining_preset_plugin_mines_with_the_bundled_teacher(tmp_path, tiny_beir):
-    env = install(tmp_path / "site", "mining-preset")
-    out = tmp_path / "m"
-    _ok(run_curate("mine", "--data", str(tiny_beir), "--out", str(out), "--method", "score-band",
-                   "--max-score", "0.75", "-k", "3", env=env))
-    rows = read_jsonl(out / "mined.jsonl")
+    rows = _mined(tmp_path, "mining-preset", tiny_beir, "--method", "score-band", "--max-score", "0.75", "-k", "3")
     assert rows and sum(len(r["negatives"]) for r in rows) > 0
     for r in rows:
         assert r["meta"]["mine"]["method"] == "score-band" and r["meta"]["mine"]["params"] == {"max_score": 0.75}
@@ -133,11 +136,7 @@ def test_a_mining_preset_plugin_mines_with_the_bundled_teacher(tmp_path, tiny_be
 
 
 def test_a_teacher_kind_plugin_encodes_for_mine(tmp_path, tiny_beir):
-    env = install(tmp_path / "site", "teacher-kind")
-    out = tmp_path / "m"
-    _ok(run_curate("mine", "--data", str(tiny_beir), "--out", str(out), "--teacher", "hashwords:64",
-                   "--method", "naive", "-k", "2", env=env))
-    rows = read_jsonl(out / "mined.jsonl")
+    rows = _mined(tmp_path, "teacher-kind", tiny_beir, "--teacher", "hashwords:64", "--method", "naive", "-k", "2")
     assert len(rows) == 6 and all(len(r["negatives"]) == 2 for r in rows)
     assert {r["teacher"]["model"] for r in rows} == {"hashwords:64"}
 

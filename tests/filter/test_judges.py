@@ -158,10 +158,10 @@ def test_judge_error_fails_closed_or_keeps(srv, tmp_path):
     assert ctx.rejections[0].detail["errors"]["default"].startswith("http-500")
     assert srv.count_for("FAULTS[500]") == 2  # max_retries=1: two attempts, then an error verdict
 
-    recs = [record(0, query_prefix="FAULTS[500] ")]
+    recs = [record(0, query_prefix="FAULTS[500] "), record(1, query_prefix="VERDICT[refute] ")]
     ctx, _ = ctx_for(srv.base_url, tmp_path, "judge_refute")
     kept = run(judge_refute, recs, {"on_error": "keep"}, ctx)
-    assert [r.id for r in kept] == ["rec-0"] and ctx.rejections == []
+    assert [r.id for r in kept] == ["rec-0", "rec-1"] and ctx.rejections == []
     assert kept[0].scores["judges"]["refute"] == {"default": "error"}
     assert ctx.notes["judge_refute"]["kept_despite_errors"] == 1
 
@@ -261,11 +261,15 @@ def test_answerable_errors(srv, tmp_path):
     assert reasons(ctx) == [("rec-0", "judge-error", "negative"), ("rec-1", "judge-error", "record")]
     assert [r.id for r in kept] == ["rec-0"] and len(kept[0].negatives) == 3
 
-    recs = [record(0, task=PLAIN_TASK, negatives=negs), record(1, task=PLAIN_TASK, query_prefix="FAULTS[503] ")]
+    healthy = record(2, task=PLAIN_TASK, negatives=[f"VERDICT[no] {d}" for d in DOCS[5:8]])
+    recs = [record(0, task=PLAIN_TASK, negatives=negs), record(1, task=PLAIN_TASK, query_prefix="FAULTS[503] "),
+            healthy]  # 6 of 14 calls fail: under half, so the run goes on
     ctx, _ = ctx_for(srv.base_url, tmp_path, "judge_answerable")
     kept = run(judge_answerable, recs, {"on_error": "keep"}, ctx)
     # rec-1: the positive's judge failed, so the negatives were asked too (and failed): all kept
-    assert ctx.rejections == [] and [len(r.negatives) for r in kept] == [4, 4]
+    assert ctx.rejections == [] and [len(r.negatives) for r in kept] == [4, 4, 3]
+    assert ctx.notes["judge_answerable"]["judge_calls"] == 14
+    assert ctx.notes["judge_answerable"]["judge_calls_failed"] == 6
 
 
 def test_answerable_all_negatives_answer(srv, tmp_path):
@@ -353,20 +357,21 @@ def test_query_min_score_is_a_parameter(scored, tmp_path):
 def test_query_invalid_answers_fail_closed_or_keep(scored, tmp_path):
     # an empty answer, one missing keys, and one out of range (a backend not held to the schema)
     markers = ["FAULTS[empty]", "FAULTS[badschema]", "SCORES[0/9/9]"]
-    recs = [qrecord(i, m) for i, m in enumerate(markers)] + [qrecord(3)]
+    healthy = [qrecord(i) for i in (3, 4, 5)]  # half the calls answer: a judge that fails more stops the run
+    recs = [qrecord(i, m) for i, m in enumerate(markers)] + healthy
     ctx, _ = ctx_for(scored.base_url, tmp_path, "judge_query")
     kept = run(judge_query, recs, {}, ctx)
-    assert [r.id for r in kept] == ["rec-3"]
+    assert [r.id for r in kept] == ["rec-3", "rec-4", "rec-5"]
     assert reasons(ctx) == [(f"rec-{i}", "judge-error", "record") for i in range(3)]
     for rej in ctx.rejections:
         assert rej.detail["scores"] == {"default": "error"} and rej.detail["errors"]["default"]
     assert ctx.notes["judge_query"]["records_with_judge_errors"] == 3
 
-    recs = [qrecord(i, m) for i, m in enumerate(markers)]
+    recs = [qrecord(i, m) for i, m in enumerate(markers)] + healthy
     ctx, _ = ctx_for(scored.base_url, tmp_path, "judge_query")
     kept = run(judge_query, recs, {"on_error": "keep"}, ctx)
-    assert [r.id for r in kept] == ["rec-0", "rec-1", "rec-2"] and ctx.rejections == []
-    assert all(r.scores["judges"]["query"] == {"default": "error"} for r in kept)
+    assert [r.id for r in kept] == [f"rec-{i}" for i in range(6)] and ctx.rejections == []
+    assert all(r.scores["judges"]["query"] == {"default": "error"} for r in kept[:3])
     assert ctx.notes["judge_query"]["kept_despite_errors"] == 3
 
 

@@ -265,7 +265,7 @@ def test_a_judge_scripted_from_qrels_drives_the_step(tmp_path):
         assert len(srv.chat_requests) == 6
     assert [[p.doc_id for p in r.positives] for r in out] == [["doc9"], ["doc11"], []]
     note = ctx.notes["relabel"]
-    assert note["verdicts"] == {"not_relevant": 4, "relevant": 2, "better": 0, "unsure": 0}
+    assert note["verdicts"] == {"not_relevant": 4, "relevant": 2, "better": 0, "unsure": 0, "unjudged": 0}
     assert note["qrels"] == {"path": str(qrels), "records_matched": 2, "records_unmatched": 1, "candidates": 5,
                              "promoted": 2, "promoted_in_qrels": 2, "candidates_in_qrels": 2, "unsure_in_qrels": 0,
                              "kept_negative_in_qrels": 0, "precision": 1.0, "recall": 1.0}
@@ -341,16 +341,20 @@ def test_every_verdict_through_the_cli(one_judge):
     kept, recs = one_judge["kept"], one_judge["recs"]
     assert list(kept) == [r.id for r in recs]  # no record is ever dropped
     r0 = kept["rec-0"]
-    assert [n.doc_id for n in r0.negatives] == ["doc9", "doc13"]  # not_relevant + the non-candidate
-    assert r0.negatives[0].level == 2 and r0.negatives == [recs[0].negatives[1], recs[0].negatives[5]]
+    # not_relevant, the two whose calls failed (kept as they were: a failure is no verdict), the non-candidate
+    assert [n.doc_id for n in r0.negatives] == ["doc9", "doc11", "doc12", "doc13"]
+    assert r0.negatives[0].level == 2 and r0.negatives == [recs[0].negatives[k] for k in (1, 3, 4, 5)]
     assert r0.positives == [Positive(recs[0].negatives[0].text, "doc8")]
     assert [(d["doc_id"], d["verdict"], d["tier"]) for d in r0.meta["relabel"]] == [
-        ("doc8", "relevant", 1), ("doc9", "not_relevant", 1), ("doc10", "unsure", 1), ("doc11", "unsure", 1),
-        ("doc12", "unsure", 1)]
+        ("doc8", "relevant", 1), ("doc9", "not_relevant", 1), ("doc10", "unsure", 1), ("doc11", "unjudged", 1),
+        ("doc12", "unjudged", 1)]
+    errors = {d["doc_id"]: d.get("error") for d in r0.meta["relabel"]}
+    assert errors["doc11"].startswith("schema:") and errors["doc12"].startswith("http-500")
+    assert errors["doc8"] is None and errors["doc10"] is None
     r1 = kept["rec-1"]
     assert (r1.positive, r1.positive_id) == (recs[1].negatives[1].text, "doc15")
     assert r1.positives == [Positive(PAIRS[1][1], "pos1"), Positive(recs[1].negatives[0].text, "doc14")]
-    assert [n.doc_id for n in r1.negatives] == ["doc16"]
+    assert [n.doc_id for n in r1.negatives] == ["doc16", "doc17"]  # "maybe" is no verdict: doc17 stays
     r2 = kept["rec-2"]
     assert [n.doc_id for n in r2.negatives] == ["doc18", "doc19", "doc20", "doc21"]
     assert r2.teacher.negative_ranks == [3, 12, 4, 25] and r2.positives == []
@@ -366,13 +370,15 @@ def test_every_verdict_through_the_cli(one_judge):
 def test_report_and_rejections(one_judge):
     row = _report(one_judge["out"])
     assert row["records_dropped"] == {}
-    assert row["negatives_dropped"] == {"relabel-promoted": 4, "relabel-unsure": 4}
+    assert row["negatives_dropped"] == {"relabel-promoted": 4, "relabel-unsure": 1}
     note = row["notes"]
     assert note["candidates"] == 13 and note["records_judged"] == 5
-    assert note["verdicts"] == {"relevant": 2, "better": 2, "not_relevant": 5, "unsure": 4}
+    assert note["verdicts"] == {"relevant": 2, "better": 2, "not_relevant": 5, "unsure": 1, "unjudged": 3}
     assert note["first_tier_errors"] == 3 and note["judge_errors"] == 3 and note["first_tier_disagreements"] == 0
+    assert note["judge_calls"] == 13 and note["judge_calls_failed"] == 3 and note["unjudged"] == 3
+    assert len(note["first_errors"]) == 1 and note["first_errors"][0]  # one server: its first error's text
     assert note["records_changed"] == 3 and note["positives_replaced"] == 1
-    assert note["promoted"] == 4 and note["dropped_unsure"] == 4 and "verdicts_by_tier" not in note
+    assert note["promoted"] == 4 and note["dropped_unsure"] == 1 and "verdicts_by_tier" not in note
     q = note["qrels"]
     assert {k: q[k] for k in ("records_matched", "records_unmatched", "candidates", "promoted", "promoted_in_qrels",
                               "candidates_in_qrels", "unsure_in_qrels", "kept_negative_in_qrels")} == {
@@ -382,9 +388,8 @@ def test_report_and_rejections(one_judge):
     rejected = [r for r in read_jsonl(one_judge["out"] / "rejected.jsonl") if r["step"] == "relabel"]
     assert all(r["target"] == "negative" for r in rejected)
     unsure = {r["detail"]["doc_id"]: r["detail"] for r in rejected if r["reason"] == "relabel-unsure"}
-    assert set(unsure) == {"doc10", "doc11", "doc12", "doc17"}
+    assert set(unsure) == {"doc10"}  # a failed call drops nothing
     assert unsure["doc10"]["judges"] == {"default": "unsure"} and "why" not in unsure["doc10"]
-    assert unsure["doc12"]["judges"] == {"default": "error"} and unsure["doc12"]["why"] == "error"
 
 
 def test_export_of_relabelled_records(one_judge):
@@ -458,9 +463,10 @@ def test_the_cascade_sees_only_what_the_first_judges_left_unsure(tmp_path):
     assert [n.doc_id for n in rec.negatives] == ["doc11", "doc12"]
     note = _report(tmp_path / "out")["notes"]
     assert note["cascade"] == "big" and note["sent_to_cascade"] == 3
-    assert note["verdicts_by_tier"] == {"tier1": {"not_relevant": 1, "relevant": 1, "better": 0, "unsure": 3},
-                                        "tier2": {"not_relevant": 1, "relevant": 1, "better": 1, "unsure": 0}}
-    assert note["verdicts"] == {"not_relevant": 2, "relevant": 2, "better": 1, "unsure": 0}
+    assert note["verdicts_by_tier"] == {
+        "tier1": {"not_relevant": 1, "relevant": 1, "better": 0, "unsure": 2, "unjudged": 1},
+        "tier2": {"not_relevant": 1, "relevant": 1, "better": 1, "unsure": 0, "unjudged": 0}}
+    assert note["verdicts"] == {"not_relevant": 2, "relevant": 2, "better": 1, "unsure": 0, "unjudged": 0}
     assert note["first_tier_errors"] == 1 and note["first_tier_disagreements"] == 1 and note["judge_errors"] == 2
     rejected = {r["detail"]["doc_id"]: r["detail"] for r in read_jsonl(tmp_path / "out" / "rejected.jsonl")}
     assert rejected["doc10"]["judges"] == {"a": "unsure", "b": "unsure", "big": "relevant"}

@@ -173,7 +173,7 @@ def test_runs_train_on_ray_workers_as_they_do_here(tiny, finished, monkeypatch):
     ("arms: {a: {kind: st, st: {num_negative: 4}}}", "arm 'a' st: unknown option 'num_negative'"),
     ("arms: {a: {kind: nope}}", "kind 'nope'"),
     ("arms: {a: {kind: base, mine: {k: 2}}}", "belong to curate arms"),
-    ("budget: {steps: 0}\narms: {a: {}}", "budget needs steps >= 1"),
+    ("budget: {steps: 0}\narms: {a: {}}", "budget: steps must be at least 1"),
     ("budget: {step: 3}\narms: {a: {}}", "unknown option 'step'"),
     ("seeds: []\narms: {a: {}}", "seeds must be"),
     ("holdout: 1.5\narms: {a: {}}", "holdout must be a share between 0 and 1"),

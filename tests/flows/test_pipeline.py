@@ -337,6 +337,10 @@ def _folder(tmp: Path, name: str, files: dict[str, str]) -> Path:
      ["--from-corpus", "sts"]),
     (lambda tmp: _folder(tmp, "docs", {"a.md": "# Tides\n\nThe Moon pulls the sea."}), "run --license CC-BY",
      ["--license 'CC-BY'", "Hub licence id"]),
+    (lambda tmp: _folder(tmp, "docs", {"a.md": "# Tides\n\nThe Moon pulls the sea."}), "run --teacher /nonexistent",
+     ["/nonexistent", "no such model folder"]),
+    (lambda tmp: _folder(tmp, "docs", {"a.md": "# Tides\n\nThe Moon pulls the sea."}), "run --teacher openai:emb",
+     ["openai:emb", "--teacher-base-url"]),
 ])
 def test_bad_input_is_one_line_before_anything_starts(tmp_path, docs, out, needles):
     out, *extra = out.split()

@@ -17,7 +17,8 @@ import urllib.request
 
 import pytest
 
-from curate.llm.replicas import read_urls
+from curate.core.errors import CurateError
+from curate.llm.urls import read_urls
 from tests.helpers import REPO, read_jsonl, run_curate, server_pids
 
 
@@ -92,3 +93,42 @@ def test_a_replica_that_cannot_start_is_one_line(tmp_path):
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "exited with code 3 while starting" in proc.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "u.txt").exists()
+
+
+@pytest.mark.parametrize("command, needle", [
+    ("{python} -m server --port {port} {nosuch}", "unknown placeholder {nosuch}; known: {host}, {port}, {python}"),
+    ("{python} -m server --port {port[0]}", "unknown placeholder {port[0]}"),
+    ("{python} -m server --json '{\"a\": 1}' --port {port}", "unknown placeholder {\"a\"}"),
+    ("{python} -m server --port {port", "expected '}' before end of string"),
+    ("{python} -m server --name 'unclosed --port {port}", "No closing quotation"),
+])
+def test_a_bad_server_command_is_one_line_before_ray_starts(tmp_path, monkeypatch, command, needle):
+    from curate.core.executor import Executor
+    from curate.llm import replicas
+
+    def no_ray(executor):
+        raise AssertionError("Ray started for a command that cannot be filled in")
+
+    monkeypatch.setattr(replicas, "ray_for", no_ray)
+    with pytest.raises(CurateError, match="^--server-command: ") as e:
+        replicas.serve_replicas(2, command, tmp_path / "u.txt", Executor("ray", 2), 30)
+    assert needle in str(e.value) and "\n" not in str(e.value)
+    assert not (tmp_path / "u.txt").exists()
+
+
+def test_serve_names_the_unknown_placeholder_on_the_command_line(tmp_path):
+    from tests.helpers import assert_one_line_error
+
+    started = time.monotonic()
+    proc = run_curate("serve", "--replicas", "2", "--urls-file", str(tmp_path / "u.txt"), "--server-command",
+                      "{python} -m http.server {port} {nosuch}", timeout=120)
+    assert proc.returncode == 2
+    assert_one_line_error(proc, "--server-command: unknown placeholder {nosuch}")
+    assert time.monotonic() - started < 30 and not (tmp_path / "u.txt").exists()
+
+
+def test_braces_written_twice_are_literal_in_the_server_command():
+    from curate.llm.replicas import command_for
+
+    assert command_for("{python} -m s --host {host} --port {port} --cfg '{{\"a\": 1}}'", "10.0.0.2", 4000,
+                       "/py") == ["/py", "-m", "s", "--host", "10.0.0.2", "--port", "4000", "--cfg", '{"a": 1}']

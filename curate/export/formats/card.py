@@ -22,7 +22,10 @@ from curate.export.formats.parquet import yaml_features
 
 
 DROP_NOTES = {"duplicate-id": "a record id already read from an earlier --in",
-              "batch-repeat": "left over at the end of a split and would repeat a query or positive in its last batch"}
+              "batch-repeat": "left over at the end of a split and would repeat a query or positive in its last batch",
+              "negative-equals-positive": "a negative whose text (whitespace normalised) is one of its record's "
+                                          "positives; the record stays without it"}
+NEGATIVE_DROPS = ("negative-equals-positive",)  # drops of one negative, not of its record
 
 
 def build_card(*, rows: list, sources: list, decontamination: list[dict[str, Any]], dropped: Counter,
@@ -34,8 +37,9 @@ def build_card(*, rows: list, sources: list, decontamination: list[dict[str, Any
     so the card and the log cannot disagree; every path is made portable."""
     details = {**{k: {"note": v} for k, v in DROP_NOTES.items()},
                "decontaminate": {"threshold": params["decontaminate_threshold"], "ngram": params["decontaminate_ngram"]}}
-    filters = [*decontamination, *({"step": reason, "records_dropped": n, **details.get(reason, {})}
-                                   for reason, n in dropped.items())]
+    filters = [*decontamination, *({"step": reason,
+                                    "negatives_dropped" if reason in NEGATIVE_DROPS else "records_dropped": n,
+                                    **details.get(reason, {})} for reason, n in dropped.items())]
     card: dict[str, Any] = {
         "title": f"curate export: {len(rows)} rows from "
                  f"{', '.join(str(Path(Path(s.path).parent.name, Path(s.path).name)) for s in sources)}",
@@ -76,7 +80,7 @@ def portable(card: Any, base: Path, key: str = "") -> Any:
     and may say more than the user meant to publish."""
     if isinstance(card, dict):
         return {k: portable(v, base, k) for k, v in card.items()}
-    if isinstance(card, list):
+    if isinstance(card, (list, tuple)):  # options such as ``inputs`` come as tuples
         return [portable(v, base, key) for v in card]
     if isinstance(card, str) and (key in PATH_KEYS or os.path.isabs(card)):
         return portable_path(card, base)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from curate.core.errors import CurateError
 from curate.core.jsonl import FILE_MODE
+from curate.export.copies import same_text
 from curate.export.rows import ExportRow
 from curate.core.records import stable_id
 
@@ -104,7 +105,8 @@ def fill_negatives(rows: list[ExportRow], texts: list[list[str]], n: int,
     Under an in-batch loss those texts are already candidates for every query of the batch, so
     the loss only counts one of them twice. A positive is never borrowed: it would become a
     false negative of its own row's query; neither is a negative of another row that is one of
-    this row's own positives (``relabel`` moves documents from negatives to positives per query).
+    this row's own positives (``relabel`` moves documents from negatives to positives per query),
+    whitespace aside (``curate.export.copies.same_text``).
     """
     pools = _borrow_pools(rows, texts)
     out: list[list[str]] = []
@@ -145,11 +147,12 @@ def _borrow_pools(rows: list[ExportRow], texts: list[list[str]]) -> list[list[st
 
 
 def _own_positives(row: ExportRow) -> set[str]:
-    return {row.positive, raw_document(row, row.positive), *(t for t, _ in row.more_positives)}
+    """The row's positives as ``same_text`` compares them (the export's copies check does the same)."""
+    return {same_text(t) for t in (row.positive, raw_document(row, row.positive), *(t for t, _ in row.more_positives))}
 
 
 def _is_own(row: ExportRow, text: str, own: set[str]) -> bool:
-    return text in own or raw_document(row, text) in own
+    return same_text(text) in own or same_text(raw_document(row, text)) in own
 
 
 def _nearest_having(texts: list[list[str]], idxs: list[int]) -> dict[int, int]:
@@ -192,27 +195,30 @@ class IdTable:
     Inputs from two corpora can reuse the same id for different texts (both number their
     documents from 1); the second text then gets a hashed id instead of a wrong qrel. Documents
     keep one id a text (a corpus entry each); queries keep every id their sources gave, so the
-    same question from two datasets stays traceable to both.
+    same question from two datasets stays traceable to both. Texts that differ only in
+    whitespace are one text (``same_text``), written as first seen: two entries would make one
+    a non-relevant copy of the other, a false negative for every query the other answers.
     """
 
     def __init__(self, kind: str, ids_per_text: str = "one"):
         self.kind = kind
         self.ids_per_text = ids_per_text  # "one": a text keeps the first id it got; "given": every given id
-        self.by_text: dict[str, str] = {}
-        self.by_id: dict[str, str] = {}
+        self.by_text: dict[str, str] = {}  # same_text(text) -> its id
+        self.by_id: dict[str, str] = {}  # id -> the text as first seen
 
     def assign(self, text: str, preferred: str | None = None) -> str:
         given = None if preferred in (None, "") else str(preferred)
-        if self.ids_per_text == "given" and given is not None and self.by_id.get(given, text) == text:
-            self.by_id[given] = text  # two sources asking the same question keep both their ids
-            self.by_text.setdefault(text, given)
+        key = same_text(text)
+        if self.ids_per_text == "given" and given is not None and same_text(self.by_id.get(given, text)) == key:
+            self.by_id.setdefault(given, text)  # two sources asking the same question keep both their ids
+            self.by_text.setdefault(key, given)
             return given
-        if text in self.by_text:
-            return self.by_text[text]
+        if key in self.by_text:
+            return self.by_text[key]
         ident = str(preferred) if preferred not in (None, "") else stable_id(self.kind, text)
-        if self.by_id.get(ident, text) != text:
+        if same_text(self.by_id.get(ident, text)) != key:
             ident = stable_id(self.kind, text)
-        self.by_text[text] = ident
+        self.by_text[key] = ident
         self.by_id[ident] = text
         return ident
 

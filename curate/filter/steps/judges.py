@@ -17,8 +17,15 @@ clarity, as NVIDIA's retrieval data recipe does; a record goes when any judge pu
 under ``min_score`` (``query-below-threshold``).
 
 Judges fail closed: a judge that gives no valid answer drops what it was judging
-(``judge-error``), unless ``on_error: keep``. Verdicts go to ``record.scores["judges"]``.
-``relabel`` (relabel.py) asks the same judges about mined negatives, with the helpers here.
+(``judge-error``, with the judge's error text), unless ``on_error: keep``. Verdicts go to
+``record.scores["judges"]``. ``relabel`` (relabel.py) asks the same judges about mined negatives,
+with the helpers here.
+
+A broken judge must not decide the data, so every step counts its calls by server
+(``CallLog``) and stops the run with one line, before anything is written, when a server refuses
+the credentials (401/403: at the first such answer), when it answered none of its first
+``EARLY_CALLS`` calls, or when more than ``FAILED_SHARE`` (half) of its calls failed in the end.
+A failed call is one that gave no valid answer after the client's own retries and re-asks.
 
 A judge config is ``null`` (the run's own LLM backend) or a mapping with optional ``name``
 (how its verdicts are labelled), ``params`` (request parameters such as temperature, merged
@@ -41,6 +48,7 @@ from curate.core.errors import CurateError
 from curate.core.params import schema_from_defaults
 from curate.filter.base import keep_negatives, merge_params, FilterContext, register
 from curate.llm.client import derive_seed
+from curate.llm.redact import safe_url
 from curate.llm.task import LLMTask
 from curate.core.records import Record
 
@@ -69,6 +77,11 @@ REFUTE_VERDICTS = ["support", "refute", "neutral"]
 ANSWER_VERDICTS = ["yes", "partly", "no"]
 QUERY_SCORES = ("relevance", "support", "clarity")
 SCORE_RANGE = (1, 10)
+
+FAILED_SHARE = 0.5  # a judge server with more than this share of its calls failed stops the run
+EARLY_CALLS = 16  # a server whose first this many calls all failed stops the run without waiting for the rest
+AUTH_ERROR = re.compile(r"^(?:http-40[13]\b|AuthenticationError|PermissionDeniedError)")
+ERROR_CHARS = 160  # an error's text as logs and messages show it
 
 
 def verdict_schema(values: list[str]) -> dict[str, Any]:
@@ -148,9 +161,82 @@ def _failed(judges, verdicts) -> dict[str, str]:
     return {j.name: v.error for j, v in zip(judges, verdicts) if v.error is not None}
 
 
+def short_error(text: Any) -> str:
+    """An error's text on one line and at most ``ERROR_CHARS`` long, for logs and messages."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= ERROR_CHARS else text[: ERROR_CHARS - 1] + "…"
+
+
+def server_name(client: Any, judge: Judge) -> str:
+    """How people are shown a judge's backend: its URLs with any credentials masked (the API key
+    is never part of them), else the judge's name."""
+    urls = getattr(getattr(client, "cfg", None), "base_urls", None)
+    if urls:
+        return ", ".join(safe_url(str(u)) for u in urls)
+    return f"judge {judge.name}"
+
+
+class CallLog:
+    """A step's judge calls, counted by server, so that a broken judge stops the run instead of
+    deciding the data: every failed call would otherwise turn into a drop (or, in relabel, an
+    unjudged negative) and the run would end well with nothing judged.
+
+    ``add`` only counts (it runs inside the calls' tasks); the loop that collects results calls
+    ``check(done=False)`` after each one, so the run stops there and the calls still in flight
+    are cancelled with it."""
+
+    def __init__(self, step: str):
+        self.step = step
+        self.calls: Counter[str] = Counter()
+        self.failed: Counter[str] = Counter()
+        self.first_error: dict[str, str] = {}
+        self.stop: CurateError | None = None  # why the run must stop now, once known
+
+    def add(self, judges: list[Judge], clients: list, verdicts: list[Verdict]) -> None:
+        """Count one passage's answers, noting a stop for refused credentials or a server that
+        has answered none of its first ``EARLY_CALLS`` calls."""
+        for judge, client, v in zip(judges, clients, verdicts):
+            server = server_name(client, judge)
+            self.calls[server] += 1
+            if v.error is None:
+                continue
+            self.failed[server] += 1
+            self.first_error.setdefault(server, short_error(v.error))
+            if self.stop is not None:
+                continue
+            if AUTH_ERROR.match(v.error):
+                self.stop = CurateError(f"{self.step}: the judge server {server} refused the request "
+                                        f"({short_error(v.error)}); check the API key (--api-key, OPENAI_API_KEY "
+                                        f"or the judge's api_key) and what it may use, then run again")
+            elif self.failed[server] == self.calls[server] >= EARLY_CALLS:
+                self.stop = self._broken(server)
+
+    def check(self, done: bool = True) -> None:
+        """Raise the stop found so far; with ``done`` (every call is in) also when a server failed
+        more than ``FAILED_SHARE`` of its calls."""
+        if self.stop is not None:
+            raise self.stop
+        for server, n in self.calls.items() if done else ():
+            if self.failed[server] > FAILED_SHARE * n:
+                raise self._broken(server)
+
+    def _broken(self, server: str) -> CurateError:
+        n, bad = self.calls[server], self.failed[server]
+        what = (f"answered none of its {n} calls" if bad == n
+                else f"failed {bad} of its {n} calls (more than {FAILED_SHARE:.0%})")
+        return CurateError(f"{self.step}: the judge server {server} {what}; first error: "
+                           f"{self.first_error[server]}. Fix the server (or raise --timeout/--max-retries) "
+                           f"and run again")
+
+    def note(self) -> dict[str, Any]:
+        """The report's numbers: calls, failed calls, and each failing server's first error."""
+        return {"judge_calls": sum(self.calls.values()), "judge_calls_failed": sum(self.failed.values()),
+                "first_errors": list(dict.fromkeys(self.first_error.values()))}
+
+
 def _merge(step: str, params: dict[str, Any] | None) -> dict[str, Any]:
     p = merge_params(step, params)
-    if "on_error" in p and p["on_error"] not in ("drop", "keep"):  # relabel always fails closed: no on_error
+    if "on_error" in p and p["on_error"] not in ("drop", "keep"):  # relabel has none: a failure is unjudged
         raise CurateError(f"{step}: on_error must be 'drop' or 'keep', got {p['on_error']!r}")
     if not isinstance(p["concurrency"], int) or p["concurrency"] < 1:
         raise CurateError(f"{step}: concurrency must be a positive integer")
@@ -240,24 +326,39 @@ async def ask(client, judge: Judge, task: LLMTask[Verdict], rec: Record, passage
     except CurateError:
         raise  # the template itself is wrong: the run stops with its one line
     except Exception as e:  # a judge that breaks is an error verdict, never a crash of the run
-        return Verdict(error=f"{type(e).__name__}: {e}"[:300])
+        scrub = getattr(client, "scrub", None)  # a backend's exception may quote its key
+        text = f"{type(e).__name__}: {e}"
+        return Verdict(error=(scrub(text) if callable(scrub) else text)[:300])
     return result.value if result.ok else Verdict(error=result.reason)
+
+
+async def ask_judges(log: CallLog, judges: list[Judge], clients: list, task: LLMTask[Verdict], rec: Record,
+                     passage: str, seed_of, extra: dict[str, Any] | None = None) -> list[Verdict]:
+    """Every judge's answer on one passage, asked at once (``seed_of(judge)``: each one's seed),
+    and counted in ``log``."""
+    verdicts = list(await asyncio.gather(*(
+        ask(client, judge, task, rec, passage, seed_of(judge), extra) for judge, client in zip(judges, clients))))
+    log.add(judges, clients, verdicts)
+    return verdicts
 
 
 async def _judge_positives(step: str, ctx: FilterContext, records: list[Record], targets: list[int],
                            judges: list[Judge], task: LLMTask[Verdict], p: dict[str, Any]) -> dict[int, list[Verdict]]:
-    """Every judge's answer on each target record's positive (by record index), concurrently."""
+    """Every judge's answer on each target record's positive (by record index), concurrently;
+    stops the run (before any record is decided) when a judge is broken."""
     results: dict[int, list[Verdict]] = {}
+    log = CallLog(step)
     async with open_clients(step, ctx, judges) as clients:
         async def work(i: int) -> list[Verdict]:
             rec = records[i]
-            return list(await asyncio.gather(*(
-                ask(client, judge, task, rec, rec.positive, derive_seed(p["seed"], step, rec.id, judge.name))
-                for judge, client in zip(judges, clients)
-            )))
+            return await ask_judges(log, judges, clients, task, rec, rec.positive,
+                                    lambda judge: derive_seed(p["seed"], step, rec.id, judge.name))
 
         async for i, verdicts in bounded(targets, work, p["concurrency"]):
+            log.check(done=False)
             results[i] = verdicts
+    log.check()
+    ctx.note(**log.note())
     return results
 
 
@@ -275,6 +376,21 @@ def _judged(records: list[Record], results: dict[int, Any], kept: list[Record]):
             yield rec, results[i]
         else:
             kept.append(rec)
+
+
+def _settle(ctx: FilterContext, p: dict[str, Any], rec: Record, failed: dict[str, str],
+            drop: tuple[str, dict[str, Any]] | None, shown: dict[str, Any], kept: list[Record]) -> bool:
+    """One judged record's fate in judge_refute and judge_query: dropped for a verdict (``drop``: the
+    reason and its details), else for a failed judge when ``on_error`` is drop (the errors logged
+    beside ``shown``), else kept. Returns whether it was kept despite a failed judge."""
+    if drop is not None:
+        ctx.reject(rec, *drop)
+    elif failed and p["on_error"] == "drop":
+        ctx.reject(rec, "judge-error", {**shown, "errors": failed})
+    else:
+        kept.append(rec)
+        return bool(failed)
+    return False
 
 
 def _judges_scores(rec: Record) -> dict[str, Any]:
@@ -321,14 +437,11 @@ async def judge_refute(records: list[Record], params: dict[str, Any], ctx: Filte
         _judges_scores(rec)["refute"] = by_judge
         failed = _failed(judges, verdicts)
         errors += bool(failed)
+        drop = None
         if any(v.verdict in drop_on for v in verdicts if v.error is None):
             reasons = {j.name: v.reason for j, v in zip(judges, verdicts) if v.verdict in drop_on}
-            ctx.reject(rec, "positive-supports", {"verdicts": by_judge, "reasons": reasons})
-        elif failed and p["on_error"] == "drop":
-            ctx.reject(rec, "judge-error", {"verdicts": by_judge, "errors": failed})
-        else:
-            kept_on_error += bool(failed)
-            kept.append(rec)
+            drop = ("positive-supports", {"verdicts": by_judge, "reasons": reasons})
+        kept_on_error += _settle(ctx, p, rec, failed, drop, {"verdicts": by_judge}, kept)
 
     ctx.note(records_in=len(records), judged=len(results), judges=[j.name for j in judges],
              verdicts=dict(tally), records_with_judge_errors=errors, kept_despite_errors=kept_on_error)
@@ -355,13 +468,12 @@ async def judge_answerable(records: list[Record], params: dict[str, Any], ctx: F
     task.check()
     # per record: verdicts for the positive, then (only if the positive passed) per negative
     results: dict[int, tuple[list[Verdict], list[list[Verdict]] | None]] = {}
+    log = CallLog(step)
 
     async with open_clients(step, ctx, judges) as clients:
         async def judge_text(rec: Record, index: int, text: str) -> list[Verdict]:
-            return list(await asyncio.gather(*(
-                ask(client, judge, task, rec, text, derive_seed(p["seed"], step, rec.id, judge.name, index))
-                for judge, client in zip(judges, clients)
-            )))
+            return await ask_judges(log, judges, clients, task, rec, text,
+                                    lambda judge: derive_seed(p["seed"], step, rec.id, judge.name, index))
 
         def positive_passes(verdicts: list[Verdict]) -> bool:
             if any(v.verdict in positive_fail for v in verdicts if v.error is None):
@@ -377,7 +489,10 @@ async def judge_answerable(records: list[Record], params: dict[str, Any], ctx: F
             return pos, list(negs)
 
         async for i, res in bounded(targets, work, p["concurrency"]):
+            log.check(done=False)
             results[i] = res
+    log.check()
+    ctx.note(**log.note())
 
     def named(verdicts: list[Verdict]) -> dict[str, str]:
         return _named(judges, verdicts)
@@ -473,16 +588,13 @@ async def judge_query(records: list[Record], params: dict[str, Any], ctx: Filter
         failed = _failed(judges, verdicts)
         errors += bool(failed)
         low = [j.name for j, v in zip(judges, verdicts) if below(v)]
+        drop = None
         if low:
             dropped += 1
-            ctx.reject(rec, "query-below-threshold",
-                       {"scores": by_judge, "judges": low, "min_score": p["min_score"],
-                        "reasons": {j.name: v.reason for j, v in zip(judges, verdicts) if below(v)}})
-        elif failed and p["on_error"] == "drop":
-            ctx.reject(rec, "judge-error", {"scores": by_judge, "errors": failed})
-        else:
-            kept_on_error += bool(failed)
-            kept.append(rec)
+            drop = ("query-below-threshold",
+                    {"scores": by_judge, "judges": low, "min_score": p["min_score"],
+                     "reasons": {j.name: v.reason for j, v in zip(judges, verdicts) if below(v)}})
+        kept_on_error += _settle(ctx, p, rec, failed, drop, {"scores": by_judge}, kept)
 
     ctx.note(records_in=len(records), judged=len(results), judges=[j.name for j in judges],
              below_threshold=dropped, records_with_judge_errors=errors, kept_despite_errors=kept_on_error)

@@ -15,6 +15,10 @@ Per field in ``fields``, in order, across the records still kept:
 (``record.teacher.margin``, written by the teacher steps) and, where no member has
 one, the largest generator margin (``positive_score`` - the largest negative ``score``);
 ties and unscored records fall back to the first seen. ``first`` keeps the first seen.
+"First seen" is declared, not found: the earliest record in the step's input order (the
+records file as read, less what earlier steps dropped). Every stage writes in a fixed order
+(generate puts its records in item order once a run is complete, whatever order the answers
+came in), so one command keeps the same record in every run.
 Within a group, members are visited best first and one is dropped only when it is a
 near-duplicate of an already kept member, so a chain A~B~C whose ends differ keeps both ends.
 
@@ -58,7 +62,7 @@ DEFAULTS: dict[str, Any] = {
     "threshold": 0.8,  # a number, or {field: number}
     "num_perm": 128,
     "ngram": 3,  # a number, or {field: number}
-    "keep": "margin",  # or "first"
+    "keep": "margin",  # or "first": the earliest in input order
     "task_query_threshold": 0.8,  # query word-set Jaccard for the task pass
     "seed": 1,
     "lsh": "auto",  # "datasketch" (MinHashLSH), "numpy" (same bands, numpy buckets) or "auto"
@@ -164,13 +168,15 @@ def minhash(records: list[Record], params: dict[str, Any], ctx: FilterContext) -
     p = _params(params)
     num_perm, seed = p["num_perm"], p["seed"]
     alive = list(records)
+    # best first; ties (and everything under keep: first) by input position, said here rather
+    # than left to how a group happens to be visited
     if p["keep"] == "margin":
-        def rank(i: int) -> tuple[int, float]:
+        def rank(i: int) -> tuple[int, float, int]:
             tier, m = margins[i]
-            return -tier, -m
+            return -tier, -m, i
     else:
         def rank(i: int) -> int:
-            return 0
+            return i
 
     staged = ctx.executor is not None and ctx.executor.shards > 1
     for field in p["fields"]:

@@ -13,12 +13,18 @@ at least ``min_score``. Each candidate gets one verdict from ``prompts/judge/rel
 * ``not_relevant``: it stays a negative as it was;
 * ``unsure``: it is dropped, neither negative nor positive.
 
-Several judges must agree; a split vote, like a call that gave no valid answer, is ``unsure``
-(fail closed: a doubtful document is never trained as a negative). A ``cascade`` judge, when
-given, is asked about exactly those unsure candidates and has the last word. Records are never
-dropped here, even when no negative is left. Every candidate's ``{index, doc_id, verdict, tier}``
-goes to ``meta["relabel"]``; a negative that left is logged in ``rejected.jsonl``
-(``relabel-promoted`` / ``relabel-unsure``) with its judges' answers.
+Several judges must agree; a split vote is ``unsure`` (fail closed: a doubtful document is never
+trained as a negative). A call that gave no valid answer (after the client's retries and
+re-asks) is no verdict at all: the candidate is ``unjudged`` and stays a negative as it was, with
+the error's text beside it. A ``cascade`` judge, when given, is asked about exactly the unsure and
+unjudged candidates and has the last word; when its own call fails, the first tier's outcome
+stands. Records are never dropped here, even when no negative is left. Every candidate's
+``{index, doc_id, verdict, tier}`` (and ``error`` for an unjudged one) goes to
+``meta["relabel"]``; a negative that left is logged in ``rejected.jsonl`` (``relabel-promoted`` /
+``relabel-unsure``) with its judges' answers.
+
+A broken judge stops the run instead (``judges.CallLog``): refused credentials, a server that
+answered none of its calls, or more than half of a server's calls failed.
 
 With ``qrels`` (a BEIR qrels file; records carry their ``meta["query_id"]`` from ``curate mine
 --data``) the report measures the promotions against those labels. The miner never takes a
@@ -45,8 +51,8 @@ from curate.core.errors import CurateError
 from curate.core.params import schema_from_defaults
 from curate.core.records import Positive, Record
 from curate.filter.base import FilterContext, register
-from curate.filter.steps.judges import (COMMON_DEFAULTS, Judge, Verdict, _merge, _named, ask, open_clients,
-                                  parse_judges, verdict_task)
+from curate.filter.steps.judges import (COMMON_DEFAULTS, CallLog, Judge, Verdict, _failed, _merge, _named,
+                                        ask_judges, open_clients, parse_judges, short_error, verdict_task)
 from curate.filter.teacher_scores import margin_of, select_negatives
 from curate.llm.client import derive_seed
 
@@ -55,9 +61,12 @@ STEP = "relabel"
 # candidate stays a negative there. The order means nothing to a real judge.
 VERDICTS = ["not_relevant", "relevant", "better", "unsure"]
 PROMOTED = ("relevant", "better")
+UNJUDGED = "unjudged"  # no judge gave a verdict (its call failed): the negative stays as it was
+OUTCOMES = [*VERDICTS, UNJUDGED]
+STAYS = ("not_relevant", UNJUDGED)  # outcomes that leave the negative where it is
 
 RELABEL_DEFAULTS: dict[str, Any] = {
-    **{k: v for k, v in COMMON_DEFAULTS.items() if k != "on_error"},  # failures are always unsure
+    **{k: v for k, v in COMMON_DEFAULTS.items() if k != "on_error"},  # a failed call: always unjudged
     "template": "judge/relabel.j2",
     "max_rank": 10,  # candidates: negatives the teacher ranks at most this (else the first this many)
     "min_score": None,  # and, when set, whose teacher score is at least this
@@ -75,7 +84,14 @@ class Decision:
     verdict: str
     tier: int = 1  # 1: the judges; 2: the cascade judge
     judges: dict[str, str] = field(default_factory=dict)  # each judge's answer, "error" where it failed
-    why: str | None = None  # how a first-tier "unsure" came about: "disagree" or "error"
+    why: str | None = None  # how a first-tier "unsure"/"unjudged" came about: "disagree" or "error"
+    errors: dict[str, str] = field(default_factory=dict)  # each failed judge's error text (short)
+    first: str | None = None  # the first tier's outcome, when the cascade was asked
+
+    @property
+    def error(self) -> str | None:
+        """The first failed judge's error text, if any."""
+        return next(iter(self.errors.values()), None)
 
 
 def relabel_params(params: dict[str, Any] | None) -> tuple[dict[str, Any], list[Judge], Judge | None]:
@@ -122,10 +138,12 @@ def candidates(rec: Record, max_rank: int, min_score: float | None = None,
 
 
 def first_tier(judges: Sequence[Judge], verdicts: Sequence[Verdict], index: int) -> Decision:
-    """One verdict from the judges: theirs when they all agree, else ``unsure`` (fail closed)."""
+    """One verdict from the judges: theirs when they all agree, ``unsure`` when they do not (fail
+    closed), ``unjudged`` when a call failed: a failure says nothing about the document."""
     named = _named(judges, verdicts)
-    if any(v.error is not None for v in verdicts):
-        return Decision(index, "unsure", 1, named, "error")
+    failed = {name: short_error(e) for name, e in _failed(judges, verdicts).items()}
+    if failed:
+        return Decision(index, UNJUDGED, 1, named, "error", failed)
     if len({v.verdict for v in verdicts}) > 1:
         return Decision(index, "unsure", 1, named, "disagree")
     return Decision(index, verdicts[0].verdict, 1, named)
@@ -144,14 +162,15 @@ def relabel_record(rec: Record, decisions: Sequence[Decision]) -> Record:
     for d in decisions:
         if not 0 <= d.index < len(negs):
             raise ValueError(f"record {rec.id}: no negative {d.index} (it has {len(negs)})")
-        if d.verdict not in VERDICTS:
+        if d.verdict not in OUTCOMES:
             raise ValueError(f"record {rec.id}: unknown verdict {d.verdict!r}")
     if len({d.index for d in decisions}) != len(decisions):
         raise ValueError(f"record {rec.id}: a negative has two verdicts")
     out.meta = dict(out.meta or {})
-    out.meta["relabel"] = [{"index": d.index, "doc_id": negs[d.index].doc_id, "verdict": d.verdict, "tier": d.tier}
+    out.meta["relabel"] = [{"index": d.index, "doc_id": negs[d.index].doc_id, "verdict": d.verdict, "tier": d.tier,
+                            **({"error": d.error} if d.verdict == UNJUDGED and d.error else {})}
                            for d in decisions]
-    gone = {d.index for d in decisions if d.verdict != "not_relevant"}
+    gone = {d.index for d in decisions if d.verdict not in STAYS}
     if not gone:
         return out
 
@@ -212,15 +231,15 @@ def relabel_record(rec: Record, decisions: Sequence[Decision]) -> Record:
 
 
 async def _decide(ctx: FilterContext, records: list[Record], todo: dict[int, list[int]], judges: list[Judge],
-                  cascade: Judge | None, task, p: dict[str, Any]) -> dict[int, list[Decision]]:
-    """Every candidate's decision, by record index: the judges first, the cascade on the unsure."""
+                  cascade: Judge | None, task, p: dict[str, Any], log: CallLog) -> dict[int, list[Decision]]:
+    """Every candidate's decision, by record index: the judges first, the cascade on the unsure and
+    unjudged. ``log`` counts the calls and stops the run when a judge is broken."""
     results: dict[int, list[Decision]] = {}
     async with open_clients(STEP, ctx, judges + ([cascade] if cascade is not None else [])) as clients:
         async def verdicts(rec: Record, k: int, tier_judges: list[Judge], tier_clients: list, tier: int):
-            return list(await asyncio.gather(*(
-                ask(client, judge, task, rec, rec.negatives[k].text,
-                    derive_seed(p["seed"], STEP, rec.id, tier, judge.name, k), {"positive": rec.positive})
-                for judge, client in zip(tier_judges, tier_clients))))
+            return await ask_judges(log, tier_judges, tier_clients, task, rec, rec.negatives[k].text,
+                                    lambda judge: derive_seed(p["seed"], STEP, rec.id, tier, judge.name, k),
+                                    {"positive": rec.positive})
 
         async def work(i: int) -> list[Decision]:
             rec, ks = records[i], todo[i]
@@ -228,16 +247,22 @@ async def _decide(ctx: FilterContext, records: list[Record], todo: dict[int, lis
             decisions = [first_tier(judges, vs, k) for k, vs in zip(ks, answers)]
             if cascade is None:
                 return decisions
-            unsure = [d for d in decisions if d.verdict == "unsure"]
-            again = await asyncio.gather(*(verdicts(rec, d.index, [cascade], clients[len(judges):], 2)
-                                           for d in unsure))
-            for d, (v,) in zip(unsure, again):
-                d.tier, d.verdict = 2, v.verdict if v.error is None else "unsure"
-                d.judges[cascade.name] = v.verdict if v.error is None else "error"
+            again = [d for d in decisions if d.verdict in ("unsure", UNJUDGED)]
+            answers = await asyncio.gather(*(verdicts(rec, d.index, [cascade], clients[len(judges):], 2)
+                                             for d in again))
+            for d, (v,) in zip(again, answers):
+                d.tier, d.first = 2, d.verdict
+                if v.error is None:
+                    d.verdict = d.judges[cascade.name] = v.verdict
+                else:  # no last word: the first tier's outcome stands
+                    d.judges[cascade.name] = "error"
+                    d.errors[cascade.name] = short_error(v.error)
             return decisions
 
         async for i, decisions in bounded(list(todo), work, p["concurrency"]):
+            log.check(done=False)  # a broken judge stops the run here, cancelling the calls in flight
             results[i] = decisions
+    log.check()
     return results
 
 
@@ -290,9 +315,10 @@ async def relabel(records: list[Record], params: dict[str, Any], ctx: FilterCont
 
     task = verdict_task(p["template"], VERDICTS, p["prompt_dirs"])
     task.check()
-    decided = await _decide(ctx, records, todo, judges, cascade, task, p)
+    log = CallLog(STEP)
+    decided = await _decide(ctx, records, todo, judges, cascade, task, p, log)
 
-    final: Counter[str] = Counter({v: 0 for v in VERDICTS})
+    final: Counter[str] = Counter({v: 0 for v in OUTCOMES})
     tiers: dict[str, Counter[str]] = {"tier1": Counter(), "tier2": Counter()}
     why: Counter[str] = Counter()
     errors = changed = replaced = 0
@@ -306,16 +332,17 @@ async def relabel(records: list[Record], params: dict[str, Any], ctx: FilterCont
             final[d.verdict] += 1
             tiers[f"tier{d.tier}"][d.verdict] += 1
             if d.tier == 2:
-                tiers["tier1"]["unsure"] += 1  # what the first tier said before handing it on
+                tiers["tier1"][d.first] += 1  # what the first tier said before handing it on
             why[d.why or ""] += 1
             errors += sum(v == "error" for v in d.judges.values())
-            if d.verdict != "not_relevant":
+            if d.verdict not in STAYS:
                 neg = rec.negatives[d.index]
                 ctx.reject(rec, "relabel-unsure" if d.verdict == "unsure" else "relabel-promoted",
                            {"index": d.index, "doc_id": neg.doc_id, "verdict": d.verdict, "tier": d.tier,
-                            "judges": d.judges, **({"why": d.why} if d.why else {})}, negative=neg)
+                            "judges": d.judges, **({"why": d.why} if d.why else {}),
+                            **({"errors": d.errors} if d.errors else {})}, negative=neg)
         new = relabel_record(rec, decisions)
-        changed += any(d.verdict != "not_relevant" for d in decisions)
+        changed += any(d.verdict not in STAYS for d in decisions)
         replaced += new.positive != rec.positive
         out.append(new)
 
@@ -324,11 +351,12 @@ async def relabel(records: list[Record], params: dict[str, Any], ctx: FilterCont
         "first_tier_disagreements": why["disagree"], "first_tier_errors": why["error"], "judge_errors": errors,
         "records_changed": changed, "positives_replaced": replaced,
         "promoted": final["relevant"] + final["better"], "dropped_unsure": final["unsure"],
+        "unjudged": final[UNJUDGED], **log.note(),
     }
     if cascade is not None:
         note["sent_to_cascade"] = sum(tiers["tier2"].values())
-        note["verdicts_by_tier"] = {"tier1": {v: tiers["tier1"][v] for v in VERDICTS},
-                                    "tier2": {v: tiers["tier2"][v] for v in VERDICTS}}
+        note["verdicts_by_tier"] = {"tier1": {v: tiers["tier1"][v] for v in OUTCOMES},
+                                    "tier2": {v: tiers["tier2"][v] for v in OUTCOMES}}
     if qrels is not None:
         note["qrels"] = qrels_report(records, decided, qrels, p["qrels"])
     ctx.note(**note)

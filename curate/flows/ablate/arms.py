@@ -31,7 +31,7 @@ from typing import Any
 from curate.flows.ablate.grid import Arm, Grid
 from curate.core.errors import CurateError
 from curate.core.hashing import file_digest, value_digest
-from curate.core.stage import Stage, report_of, run_stage
+from curate.core.stage import Stage, run_stage
 
 KEY = 12  # characters of a key (``value_digest``): a stage's folder, a run's result, a grid
 
@@ -280,9 +280,9 @@ def curate_export(grid: Grid, arm: Arm, records: Path, seed: int, work: Path) ->
 def train_files(folder: Path) -> list[str]:
     """The training split's Parquet files of an export, as its report lists them (none: no
     finished export there)."""
-    written = ((report_of(folder) or {}).get("outputs") or {}).get(FORMAT) or []
-    return sorted(str(Path(folder) / f) for f in written if Path(f).name.startswith("train-")
-                  and Path(f).suffix == ".parquet")
+    from curate.export.main import written_files
+
+    return sorted(str(f) for f in written_files(folder, FORMAT) if f.name.startswith("train-") and f.suffix == ".parquet")
 
 
 def data_digest(files: list[str]) -> str:

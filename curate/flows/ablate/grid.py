@@ -3,8 +3,9 @@
 An arm is either a curate recipe (``mine`` / ``filter`` / ``export`` options over the same
 input), ``kind: st`` (sentence-transformers' ``mine_hard_negatives`` with its own options,
 trained as its documentation recommends), or ``kind: base`` (the untrained student).  Every
-key is checked against the options the stage really has, so a typo is a one-line error
-naming the file and the arm, before anything runs.
+key is checked against the options the stage really has, and every value by the checks the
+stage itself runs first (``load_grid``), so a typo or a value out of range is a one-line
+error naming the file and the arm, before anything runs.
 
     data: ../shared/data/scifact        # BEIR folder; paths are relative to the grid file
     split: train
@@ -34,7 +35,11 @@ first sentence, the no-LLM baseline), then its ``filter`` recipe with the passag
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import io
+import math
+import unicodedata
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -56,11 +61,15 @@ ST_FIXED = {"dataset", "model", "anchor_column_name", "positive_column_name", "c
 
 @dataclass
 class Budget:
-    steps: int = 40
-    batch_size: int = 16
-    lr: float = 2e-5
-    max_seq_length: int = 128
-    warmup_ratio: float = 0.1
+    """Every arm's training budget. Types and ranges are declared here (``curate.core.params``) and
+    checked when the grid is read: whole numbers are whole (``steps: 2.9`` or ``true`` is refused,
+    not cut to 2 or 1), and the rates finite."""
+
+    steps: int = field(default=40, metadata={"min": 1})
+    batch_size: int = field(default=16, metadata={"min": 2})
+    lr: float = field(default=2e-5, metadata={"min": 0.0, "min_open": True})
+    max_seq_length: int = field(default=128, metadata={"min": 8})
+    warmup_ratio: float = field(default=0.1, metadata={"min": 0.0, "max": 1.0})
 
 
 @dataclass
@@ -152,7 +161,31 @@ def _arm(path: Path, name: str, spec: Any) -> Arm:
         raise CurateError(f"{where} st: rows must be 'all' or 'one'")
     if arm.filter is not None and not isinstance(arm.filter, str):
         raise CurateError(f"{where}: filter must be a recipe name or file")
+    if kind == "curate":
+        _stage_checks(path, where, arm)
     return arm
+
+
+def _stage_checks(path: Path, where: str, arm: Arm) -> None:
+    """The arm's options through the very checks its stages run before they start (mine's preset
+    knobs and ranges, export's curriculum and negatives per row, the filter recipe), so a value a
+    stage would refuse stops the grid now, named by the grid file and the arm, not when that arm's
+    turn comes. The checks are the stages' own, not a copy of their rules."""
+    from curate.export.main import ExportOptions, check_options
+    from curate.filter.recipe import load_recipe
+    from curate.mine.main import MineOptions, mine_config
+
+    def check(part: str, run: Any) -> None:
+        try:
+            run()
+        except CurateError as e:
+            raise CurateError(f"{where} {part}: {e}") from None
+
+    with contextlib.redirect_stderr(io.StringIO()):  # a deprecated knob's note: the mine stage prints it
+        check("mine", lambda: mine_config(MineOptions(out="", **arm.mine)))
+    check("export", lambda: check_options(ExportOptions(inputs=(), out="", **arm.export)))
+    if arm.filter is not None:
+        check("filter", lambda: load_recipe(arm.filter))
 
 
 def _generate(path: Path, where: str, spec: dict[str, Any]) -> dict[str, Any] | None:
@@ -166,9 +199,9 @@ def _generate(path: Path, where: str, spec: dict[str, Any]) -> dict[str, Any] | 
 
     if out["queries"] not in ("llm", *EXTRACTED):
         raise CurateError(f"{where} generate: queries must be llm, {', '.join(EXTRACTED)} (got {out['queries']!r})")
-    if not isinstance(out["passages"], int) or out["passages"] < 2:
+    if not _whole(out["passages"]) or out["passages"] < 2:
         raise CurateError(f"{where} generate: passages must be an integer of at least 2")
-    if not isinstance(out["seed"], int):
+    if not _whole(out["seed"]):
         raise CurateError(f"{where} generate: seed must be an integer")
     if out["base_url"] is not None and not out["model"]:
         raise CurateError(f"{where} generate: base_url needs model (the name the server serves)")
@@ -195,7 +228,51 @@ def _folder(path: Path, value: Any, what: str) -> str:
     return str(folder.resolve())
 
 
+def _whole(value: Any) -> bool:
+    """An integer as YAML writes one (``true`` is a boolean, not 1)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _budget(path: Path, given: dict[str, Any]) -> Budget:
+    """The budget checked against ``Budget``'s declared types and ranges; its numbers finite."""
+    from curate.core.params import check_params
+
+    budget = check_params(f"{path}: budget", Budget, given)
+    for f in fields(Budget):
+        value = getattr(budget, f.name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise CurateError(f"{path}: budget: {f.name} must be a finite number, got {value}")
+    return budget
+
+
+def _arm_names(path: Path, arms_in: dict[Any, Any]) -> list[str]:
+    """Each arm's name as the runs, folders and report lines use it: ``str()`` of its YAML key,
+    not empty, without control characters, '/' or a leading '.', and unique (the keys ``1`` and
+    ``'1'`` are two YAML keys but would be one arm)."""
+    seen: dict[str, Any] = {}
+    for key in arms_in:
+        name = str(key)
+        if not name.strip():
+            raise CurateError(f"{path}: arm name {key!r} is empty: give each arm a name")
+        if any(unicodedata.category(c) == "Cc" for c in name):
+            raise CurateError(f"{path}: arm name {name!r} holds a control character: use printable names")
+        if "/" in name or name.startswith("."):
+            raise CurateError(f"{path}: arm name {name!r} cannot contain '/' or start with '.'")
+        if name in seen:
+            raise CurateError(f"{path}: arms {seen[name]!r} and {key!r} are both named {name!r}: rename one")
+        seen[name] = key
+    return list(seen)
+
+
+def _split(path: Path, value: Any, what: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise CurateError(f"{path}: {what} must be a split name (a string such as train or test), got {value!r}")
+    return value
+
+
 def load_grid(path: str | Path) -> Grid:
+    """The grid file, every value checked (types, ranges, arm names, each arm's options by its
+    stages' own checks) before anything runs: each fault one line naming the file (and arm)."""
     path = Path(path)
     if not path.is_file():
         raise CurateError(f"{path}: no such grid file")
@@ -206,41 +283,39 @@ def load_grid(path: str | Path) -> Grid:
     _check_keys(f"{path}: eval", ev, {"data", "split", "light"})
     budget_in = _mapping(f"{path}: budget", obj.get("budget"))
     _check_keys(f"{path}: budget", budget_in, {f.name for f in fields(Budget)})
-    try:
-        budget = Budget(**{k: type(getattr(Budget(), k))(v) for k, v in budget_in.items()})
-    except (TypeError, ValueError) as e:
-        raise CurateError(f"{path}: budget: {e}") from None
-    if budget.steps < 1 or budget.batch_size < 2 or budget.lr <= 0 or budget.max_seq_length < 8:
-        raise CurateError(f"{path}: budget needs steps >= 1, batch_size >= 2, lr > 0, max_seq_length >= 8")
+    budget = _budget(path, budget_in)
     seeds = obj.get("seeds", [0, 1, 2])
-    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) for s in seeds):
+    if not isinstance(seeds, list) or not seeds or not all(_whole(s) for s in seeds):
         raise CurateError(f"{path}: seeds must be a non-empty list of integers")
     arms_in = obj.get("arms")
     if not isinstance(arms_in, dict) or not arms_in:
         raise CurateError(f"{path}: 'arms' must map arm names to their options")
+    names = _arm_names(path, arms_in)
     queries = obj.get("queries")
-    if queries is not None and (not isinstance(queries, int) or queries < 2):
+    if queries is not None and (not _whole(queries) or queries < 2):
         raise CurateError(f"{path}: queries must be an integer of at least 2 (or left out: all)")
     shown = obj.get("shown_positives")
-    if shown is not None and (not isinstance(shown, int) or isinstance(shown, bool) or shown < 1):
+    if shown is not None and (not _whole(shown) or shown < 1):
         raise CurateError(f"{path}: shown_positives must be an integer of at least 1 (or left out: all)")
     holdout = obj.get("holdout")
     if holdout is not None and (not isinstance(holdout, (int, float)) or isinstance(holdout, bool)
                                 or not 0 < holdout < 1):
         raise CurateError(f"{path}: holdout must be a share between 0 and 1 of the split's queries (or left out)")
+    light = ev.get("light", True)
+    if not isinstance(light, bool):
+        raise CurateError(f"{path}: eval: light must be true or false, got {light!r}")
+    student = obj.get("student")
+    if student is not None and (not isinstance(student, str) or not student.strip()):
+        raise CurateError(f"{path}: student must be a model name or folder (null: the bundled all-MiniLM-L6-v2), "
+                          f"got {student!r}")
     data = _folder(path, obj.get("data"), "data")
-    split = str(obj.get("split", "train"))
+    split = _split(path, obj.get("split", "train"), "split")
     if holdout is not None and ("data" in ev or ev.get("split", split) != split):
         raise CurateError(f"{path}: with holdout the grid evaluates on its own split's held-out queries: "
                           "leave eval's data and split out")
-    grid = Grid(path=path, data=data, eval_data=_folder(path, ev.get("data", obj.get("data")), "eval data"),
-                split=split, eval_split=split if holdout is not None else str(ev.get("split", "test")),
-                light=bool(ev.get("light", True)), queries=queries, shown_positives=shown,
-                holdout=None if holdout is None else float(holdout),
-                student=obj.get("student"),
+    eval_split = split if holdout is not None else _split(path, ev.get("split", "test"), "eval split")
+    return Grid(path=path, data=data, eval_data=_folder(path, ev.get("data", obj.get("data")), "eval data"),
+                split=split, eval_split=eval_split, light=light, queries=queries, shown_positives=shown,
+                holdout=None if holdout is None else float(holdout), student=student,
                 budget=budget, seeds=list(dict.fromkeys(seeds)),
-                arms=[_arm(path, str(name), spec) for name, spec in arms_in.items()])
-    for name in {a.name for a in grid.arms}:
-        if "/" in name or name.startswith("."):
-            raise CurateError(f"{path}: arm name {name!r} cannot contain '/' or start with '.'")
-    return grid
+                arms=[_arm(path, name, spec) for name, spec in zip(names, arms_in.values())])

@@ -1,0 +1,71 @@
+"""Every value of an ablation grid is checked when the grid is read (issue 32): a bad budget,
+evaluation flag, arm name, student or stage option is one line naming the grid file (and arm),
+before any arm runs, instead of training with it, being cut to something else, or failing when
+that arm's turn comes."""
+
+from __future__ import annotations
+
+import pytest
+
+from curate.core.errors import CurateError
+from curate.flows.ablate.grid import load_grid
+from tests.helpers import assert_one_line_error, run_curate
+from tests.mine_helpers import write_beir
+
+
+@pytest.fixture(scope="module")
+def beir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("grid") / "beir"
+    return write_beir(folder, {"d1": "alpha beta", "d2": "gamma delta", "d3": "eps zeta"},
+                      {"q1": "alpha?", "q2": "gamma?"}, {"q1": {"d1": 1}, "q2": {"d2": 1}})
+
+
+def _grid(tmp_path, beir, text):
+    path = tmp_path / "grid.yaml"
+    path.write_text(f"data: {beir}\n{text}\n")
+    return path
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("budget: {lr: .nan}\narms: {a: {}}", "budget: lr must be above 0.0, got nan"),
+    ("budget: {lr: .inf}\narms: {a: {}}", "budget: lr must be a finite number"),
+    ("budget: {steps: 2.9}\narms: {a: {}}", "budget: steps: expected a whole number, got 2.9"),
+    ("budget: {steps: true}\narms: {a: {}}", "budget: steps: expected a whole number, got True"),
+    ("budget: {steps: .inf}\narms: {a: {}}", "budget: steps: expected a whole number, got inf"),
+    ("budget: {warmup_ratio: 2}\narms: {a: {}}", "budget: warmup_ratio must be between 0.0 and 1.0"),
+    ("eval: {light: 'false'}\narms: {a: {}}", "eval: light must be true or false, got 'false'"),
+    ("seeds: [0, true]\narms: {a: {}}", "seeds must be a non-empty list of integers"),
+    ("arms: {'': {}}", "arm name '' is empty"),
+    ('arms: {"a\\nb": {}}', "arm name 'a\\nb' holds a control character"),
+    ('arms: {"a\\0b": {}}', "arm name 'a\\x00b' holds a control character"),
+    ("arms: {1: {}, '1': {}}", "arms 1 and '1' are both named '1'"),
+    ("student: 5\narms: {a: {}}", "student must be a model name or folder"),
+    ("arms: {a: {}, b: {mine: {margin: 5}}}", "arm 'b' mine: --margin 5: percpos takes a share"),
+    ("arms: {a: {}, b: {export: {curriculum: sideways}}}", "arm 'b' export: --curriculum 'sideways'"),
+    ("arms: {a: {}, b: {export: {negatives_per_row: -3}}}", "arm 'b' export: --negatives-per-row -3"),
+    ("arms: {a: {}, b: {filter: no-such-recipe}}", "arm 'b' filter: unknown recipe 'no-such-recipe'"),
+])
+def test_a_bad_grid_value_is_one_line_naming_the_grid_when_read(tmp_path, beir, text, needle):
+    grid = _grid(tmp_path, beir, text)
+    with pytest.raises(CurateError) as e:
+        load_grid(grid)
+    assert str(e.value).startswith(f"{grid}: ") and needle in str(e.value), str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_good_values_are_kept_as_written(tmp_path, beir):
+    grid = load_grid(_grid(tmp_path, beir, "budget: {lr: 1, steps: 3}\neval: {light: false}\n"
+                                           "arms: {1: {}, b: {mine: {relative_margin: 0.1}}}"))
+    assert grid.budget.lr == 1.0 and isinstance(grid.budget.lr, float) and grid.budget.steps == 3
+    assert grid.light is False and [a.name for a in grid.arms] == ["1", "b"]
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("budget: {steps: .inf}\narms: {a: {}}", "budget: steps: expected a whole number"),  # was OverflowError, exit 3
+    ("student: 5\narms: {a: {}}", "student must be a model name or folder"),  # was AttributeError, exit 3
+])
+def test_the_command_line_stops_before_any_arm_runs(tmp_path, beir, text, needle):
+    grid = _grid(tmp_path, beir, text)
+    proc = run_curate("ablate", str(grid), "--out", str(tmp_path / "out"), timeout=120)
+    assert_one_line_error(proc, str(grid), needle)
+    assert proc.returncode == 2 and not (tmp_path / "out").exists()
