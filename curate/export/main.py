@@ -3,10 +3,11 @@
 One straight path, a step each (``_export``): load (first copy of a record id wins) ->
 decontaminate against evaluation sets -> negatives that copy a positive out (``copies``) ->
 levels of every negative -> dev split -> curriculum (phases, then batches, then each row's
-negatives: ``curriculum.order``) -> rows -> card -> format writers. Every drop is a line of the run's ``rejected.jsonl``. Everything goes through
-the run folder (``curate.core.runner``): the files are staged and swapped in together, so a
-crashed run leaves the previous export (or nothing), never half of one, and a file this run
-read is never deleted.
+negatives: ``curriculum.order``) -> rows -> shortcut audit (``curate.audit``) -> card -> format
+writers. Every drop is a line of the run's ``rejected.jsonl``. Everything goes through the run
+folder (``curate.core.runner``): the files are staged and swapped in together, so a crashed run
+leaves the previous export (or nothing), never half of one, and a file this run read is never
+deleted.
 """
 
 from __future__ import annotations
@@ -104,6 +105,16 @@ class ExportOptions:
                 "and the export names the sources that lack one."})
     language: tuple[str, ...] = field(default=("en",), metadata={  # the card's languages (ISO 639)
         "metavar": "CODE", "help": "The dataset card's language (ISO 639 code); repeatable."})
+    # the shortcut audit (curate.audit): probes that tell LLM text from corpus text, positives from negatives
+    audit: bool = field(default=True, metadata={
+        "help": "Audit the export for shortcuts: how well a probe tells LLM-written negatives from corpus text, "
+                "positives from negatives and one level from the others without the query (report, card, and a "
+                "warning when an AUC reaches 0.8)."})
+    audit_embeddings: bool = field(default=True, metadata={
+        "help": "Probe the bundled teacher's embeddings too, through the embedding cache (texts filter or mine "
+                "encoded cost nothing); --no-audit-embeddings: character n-grams only."})
+    audit_sample: int = field(default=500, metadata={
+        "min": 10, "help": "Texts each audit comparison draws at most from each side (seeded)."})
 
 
 def _writers() -> dict[str, Callable]:
@@ -235,15 +246,31 @@ def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: 
     from curate.export.formats.hub import hub_metadata
 
     hub, unlicensed = hub_metadata([s.dataset for s in sources], len(rows), opts.license, list(opts.language))
+    audit, audit_seconds = _audit(opts, items, rows)
     card = build_card(rows=rows, sources=sources, decontamination=decon, dropped=run.dropped, params=params,
                       levels=level_stats, ordering=ordering,
                       batching={"batch_size": opts.batch_size, "layout": opts.batch_layout,
                                 "task_order": opts.task_order, "mixed_tail": opts.mixed_tail},
                       split=split_info, hub={**hub, **({"license_missing_for": unlicensed} if unlicensed else {})},
-                      out=Path(opts.out))
+                      out=Path(opts.out), audit=audit)
     report = _write(run.dir, writers, rows, card, started)
+    if audit is not None:  # the time with the report's timings: the card stays the same for the same data
+        report["timings"] = {"audit": audit_seconds}
     run.write_report(report, legacy=LEGACY_REPORT)
     return report
+
+
+def _audit(opts: ExportOptions, items, rows: list[ExportRow]) -> tuple[dict[str, Any] | None, float]:
+    """The shortcut audit of the records the rows came from (``curate.audit``), and its seconds."""
+    if not opts.audit:
+        return None, 0.0
+    from curate.audit import AuditOptions, run_audit
+
+    began = time.perf_counter()
+    written = {r.record_id for r in rows}
+    audit = run_audit([it.record for it in items if it.record.id in written],
+                      AuditOptions(embeddings=opts.audit_embeddings, sample=opts.audit_sample, seed=opts.seed))
+    return audit, round(time.perf_counter() - began, 2)
 
 
 def _write(folder: Path, writers: dict[str, Callable], rows: list[ExportRow], card: dict[str, Any],
@@ -279,6 +306,10 @@ def summary(report: dict[str, Any], out: Path) -> list[str]:
                f"relabelled: every negative of {auto['records_relabelled']} records judged not relevant"
                if auto.get("records_relabelled") else "no record has a teacher rank")
         lines.append(f"  negatives a row: {auto['chose']} (auto: {why})")
+    if report.get("audit"):
+        from curate.audit import summary_lines
+
+        lines += summary_lines(report["audit"])
     missing = report.get("hub", {}).get("license_missing_for")
     if missing:
         lines.append(f"  card licence: unknown for {', '.join(missing)}; give --license ID (e.g. cc-by-4.0)")

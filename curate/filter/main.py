@@ -208,6 +208,9 @@ def funnel(report: dict[str, Any], folder: Path) -> dict[str, Any]:
         for _, row in read_jsonl(folder / REJECTED):
             if row.get("target") == "record" and row.get("step") not in examples:
                 examples[row["step"]] = {"reason": row.get("reason"), "query": _excerpt(queries.get(row.get("id")))}
+                share = (row.get("detail") or {}).get("containment")  # the copy guard's score
+                if share is not None:
+                    examples[row["step"]]["containment"] = share
     steps = [{"step": s["step"], "records_in": s["records_in"], "records_kept": s["records_kept"],
               "records_dropped": s["records_dropped"], "example": examples.get(s["step"])} for s in report["steps"]]
     entry = {"records_in": report["records_in"], "records_kept": report["records_kept"], "steps": steps,
@@ -233,8 +236,13 @@ def funnel_lines(f: dict[str, Any]) -> list[tuple[str, str]]:
         line = f"  {s['step']}: {s['records_kept']} of {s['records_in']} kept"
         if dropped:
             line += f", {dropped} dropped"
+            if len(s["records_dropped"]) > 1:  # several reasons: each one's count, largest first
+                counts = sorted(s["records_dropped"].items(), key=lambda kv: -kv[1])
+                line += " (" + ", ".join(f"{escape(str(r))} {n}" for r, n in counts) + ")"
             if s["example"]:
                 line += f", e.g. {escape(str(s['example']['reason']))}: \"{escape(s['example']['query'])}\""
+                if s["example"].get("containment") is not None:
+                    line += f" ({s['example']['containment']:.0%} of its word n-grams in its passage)"
         lines.append(("", line))
     return lines
 

@@ -154,3 +154,36 @@ def test_filter_the_bundled_model_output(six_families, tmp_path):
         # a cosine of float32 unit vectors (a query the model copied from its positive scores 1 + 1e-7)
         assert t["model"].endswith("all-MiniLM-L6-v2") and -1.0 - 1e-5 <= t["positive"] <= 1.0 + 1e-5
         assert t["positive_rank"] >= 1 and len(t["negative_ranks"]) == len(r["negatives"])
+
+
+def test_export_audits_the_short_long_records(six_families, tmp_path):
+    """The shortcut audit's figures for the bundled model's short-long records are in the export's
+    report and on its card: each comparison probed, or listed as skipped with its counts."""
+    out, proc = six_families
+    assert proc.returncode == 0, proc.stderr
+    records = [r for r in read_jsonl(out / "generated.jsonl") if r["task_type"] == "short-long"]
+    assert records
+    src = tmp_path / "short-long.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    eout = tmp_path / "export"
+    res = run_curate("export", "--in", str(src), "--out", str(eout), "--format", "hf", "--dev-fraction", "0",
+                     env={"CURATE_CACHE_DIR": str(tmp_path / "cache")}, timeout=HANG_S)
+    assert res.returncode == 0, res.stderr
+    assert "audit: " in res.stdout + res.stderr
+    audit = json.loads((eout / "report.json").read_text(encoding="utf-8"))["audit"]
+    listed = audit["comparisons"] + audit["skipped"]
+    # generated records: LLM-written positives and negatives at levels 1-4, no corpus text
+    assert {(c["comparison"], c["level"]) for c in listed} >= {
+        ("positive_vs_negative", "all"), *(("level_vs_rest", lv) for lv in (1, 2, 3, 4))}
+    assert all(c["family"] == "short-long" for c in listed)
+    assert not any(c["comparison"] == "llm_vs_corpus" for c in listed)
+    for c in audit["comparisons"]:
+        assert 0.0 <= c["char_auc"] <= 1.0 and min(c["n_a"], c["n_b"]) >= 10
+        assert c["side_b"].startswith(("negatives (llm", "level "))
+    for s in audit["skipped"]:
+        assert min(s["n_a"], s["n_b"]) < 10 and s["why"]
+    pv = next(c for c in listed if (c["comparison"], c["level"]) == ("positive_vs_negative", "all"))
+    assert 1 <= pv["n_a"] <= len(records) and 1 <= pv["n_b"] <= 4 * len(records)
+    card = (eout / "README.md").read_text(encoding="utf-8").split("## Audit", 1)[1].split("\n## ", 1)[0]
+    assert "| positive_vs_negative | short-long | all |" in card
+    assert f"| {pv['n_a']} | {pv['n_b']} |" in card

@@ -30,11 +30,13 @@ NEGATIVE_DROPS = ("negative-equals-positive",)  # drops of one negative, not of 
 
 def build_card(*, rows: list, sources: list, decontamination: list[dict[str, Any]], dropped: Counter,
                params: dict[str, Any], levels: dict[str, Any], ordering, batching: dict[str, Any],
-               split: dict[str, Any], hub: dict[str, Any], out: Path) -> dict[str, Any]:
+               split: dict[str, Any], hub: dict[str, Any], out: Path,
+               audit: dict[str, Any] | None = None) -> dict[str, Any]:
     """The export's card: what went in, what was dropped and why, and every setting as resolved.
 
     The drop counts are read from the run's drop log (``rejected.jsonl``, counted by reason),
-    so the card and the log cannot disagree; every path is made portable."""
+    so the card and the log cannot disagree; every path is made portable. ``audit``: the shortcut
+    audit's section (``curate.audit``), when the export ran it."""
     details = {**{k: {"note": v} for k, v in DROP_NOTES.items()},
                "decontaminate": {"threshold": params["decontaminate_threshold"], "ngram": params["decontaminate_ngram"]}}
     filters = [*decontamination, *({"step": reason,
@@ -52,6 +54,7 @@ def build_card(*, rows: list, sources: list, decontamination: list[dict[str, Any
         "curriculum": ordering.card,
         "batching": {"train": ordering.batch_kinds["train"], "dev": ordering.batch_kinds["dev"], **batching},
         "split": split,
+        **({"audit": audit} if audit is not None else {}),  # curate.audit: the shortcuts a probe finds
         "hub": hub,
     }
     return portable(card, out)

@@ -10,10 +10,26 @@ Per record, in this order (the first record-level fault wins):
   above ``length_max_ratio`` x requested;
 * ``query-copied``: a document holds the query word for word (case, whitespace and
   punctuation ignored) and the query has at least ``query_copy_min_words`` words (null: never);
+* ``query-copies-positive``: the copy guard. Most of the query's word n-grams occur in the
+  positive with its title (share >= ``copy_containment``; null: off). A query that copies its
+  passage with a word changed, a clause moved or "Question:" in front is no exact copy, yet it
+  teaches the same thing: match words, which the student already does well. Containment (the
+  share of the query's n-grams found in the passage), not Jaccard, because the passage is much
+  longer than the query. n is ``copy_ngram`` (4), smaller for a short query (``copy_ngram_for``)
+  so that a title with a prefix is caught. As for ``query-copied``, a query under
+  ``query_copy_min_words`` words is never judged (a keyword query is meant to share its words
+  with the passage), and with that null neither check runs;
 * ``self-explanation``: a document talks about itself as training data ("this is a hard
   negative", "unlike the positive", "Level 2:"), matched by ``self_explanation_patterns``;
 * ``negative-equals-positive`` / ``duplicate-negative``: a negative that is the positive or an
-  earlier negative again, by normalised equality or 5-character shingle Jaccard >= threshold.
+  earlier negative again, by normalised equality or 5-character shingle Jaccard >= threshold;
+* ``negative-copies-positive``: the copy guard on a negative, measured the same way against the
+  positive and its title (a negative made from the positive by a few edits, which Jaccard over
+  the whole texts misses when the two differ in length).
+
+Families in ``copy_exempt_families`` (STS and bitext: a positive that rewords or translates the
+query by design) skip the copy guard on both sides, those in ``copy_exempt_negatives``
+(long-short, whose negatives are labels worded like the correct one) on negatives only.
 
 A fault in the query or the positive drops the record; a fault in a negative drops that
 negative only, and a record whose negatives were all dropped here goes as ``no-negatives-left``.
@@ -28,7 +44,7 @@ from typing import Any
 from curate.core.errors import CurateError
 from curate.core.params import schema_from_defaults
 from curate.filter.base import keep_negatives, merge_params, FilterContext, register
-from curate.dedup.shingles import char_shingles, normalize
+from curate.dedup.shingles import char_shingles, normalize, words
 from curate.core.records import Negative, Record
 
 DEFAULT_SELF_EXPLANATION_PATTERNS = [
@@ -60,13 +76,26 @@ DEFAULTS: dict[str, Any] = {
     "length_tolerance": 0.5,  # a document under 0.5 x the requested words is off
     "length_max_ratio": 3.0,  # ... and so is one over 3 x (null: no upper bound)
     "length_query_families": ["long-short"],  # there num_words is the query's (input text's) length
+    # The fewest words a query needs to be judged a copy, word for word or by the copy guard
+    # (shorter: a keyword query, meant to share its words); null: a query may copy its positive.
     "query_copy_min_words": 4,
     # STS negatives may wrap the query (e.g. "It is not true that <query>"): a wanted hard case.
     "query_copy_exempt_negatives": ["sts"],
     "self_explanation_patterns": DEFAULT_SELF_EXPLANATION_PATTERNS,
     "near_equal_threshold": 0.9,
     "shingle_size": 5,
+    # The copy guard: drop a query (or negative) with this share or more of its word n-grams in
+    # the positive with its title (null: off); measured in bench/copy_guard.py.
+    "copy_containment": 0.5,
+    "copy_ngram": 4,  # n of the word n-grams; a shorter text uses smaller ones (copy_ngram_for)
+    # Families whose positive rewords or translates the query by design: no copy guard there.
+    "copy_exempt_families": ["sts", "bitext"],
+    # ... and where only negatives are exempt: long-short's negatives are labels, which share
+    # the correct label's wording by design ("review of a hotel" / "review of a restaurant").
+    "copy_exempt_negatives": ["long-short"],
 }
+
+COPY_MIN_WORDS = 4  # a shorter negative is never judged a copy (queries: query_copy_min_words)
 
 
 def _params(params: dict[str, Any] | None) -> dict[str, Any]:
@@ -82,6 +111,18 @@ def _params(params: dict[str, Any] | None) -> dict[str, Any]:
     thr = p["near_equal_threshold"]
     if not (isinstance(thr, (int, float)) and 0 < thr <= 1):
         raise CurateError(f"heuristics: near_equal_threshold must be in (0, 1], got {thr!r}")
+    least = p["query_copy_min_words"]
+    if least is not None and (isinstance(least, bool) or not isinstance(least, int) or least < 1):
+        raise CurateError(f"heuristics: query_copy_min_words must be a whole number >= 1 or null, got {least!r}")
+    cut = p["copy_containment"]
+    if cut is not None and (isinstance(cut, bool) or not isinstance(cut, (int, float)) or not 0 < cut <= 1):
+        raise CurateError(f"heuristics: copy_containment must be in (0, 1] or null, got {cut!r}")
+    n = p["copy_ngram"]
+    if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+        raise CurateError(f"heuristics: copy_ngram must be a whole number >= 2, got {n!r}")
+    for key in ("copy_exempt_families", "copy_exempt_negatives"):
+        exempt = p[key] or []
+        p[key] = [exempt] if isinstance(exempt, str) else list(exempt)
     patterns = p["self_explanation_patterns"] or []
     if isinstance(patterns, str):
         patterns = [patterns]
@@ -103,6 +144,60 @@ def jaccard(a: set, b: set) -> float:
     if not a and not b:
         return 1.0
     return len(a & b) / len(a | b)
+
+
+def copy_ngram_for(n_words: int, ngram: int) -> int:
+    """The n-gram size for a text of ``n_words`` words: ``ngram``, but at most one less than the
+    words so a short text has at least two n-grams, and never under 2 (single words say nothing
+    about copying). "Question: How vaccines work" (4 words) is judged on 3-grams. Smaller n-grams
+    only make the share larger, so a short query is judged no more leniently than a long one."""
+    return max(2, min(ngram, n_words - 1))
+
+
+def ngrams(tokens: list[str], n: int) -> set[tuple[str, ...]]:
+    return {tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)}
+
+
+def with_title(text: str, title: str | None) -> str:
+    """The document as the copy guard reads it: its title first, unless the text already begins
+    with it (a document read from a corpus with titles holds it there, ``positive_title`` beside)."""
+    if title and title.strip() and not normalize(text).startswith(normalize(title)):
+        return f"{title} {text}"
+    return text
+
+
+class CopyGuard:
+    """Containment in one document (a record's positive with its title): the share of a text's
+    distinct word n-grams, normalised as ``curate.dedup.shingles`` does, that occur in it. The
+    document's n-gram sets are built once per n."""
+
+    def __init__(self, document: str, ngram: int = 4):
+        self.tokens, self.ngram = words(document), ngram
+        self._sets: dict[int, set] = {}
+
+    def share(self, text: str, min_words: int = COPY_MIN_WORDS) -> tuple[float, int] | None:
+        """(containment, n) of ``text``; None for a text under ``min_words`` words."""
+        tokens = words(text)
+        if len(tokens) < max(min_words, 2):
+            return None
+        n = copy_ngram_for(len(tokens), self.ngram)
+        if n not in self._sets:
+            self._sets[n] = ngrams(self.tokens, n)
+        grams = ngrams(tokens, n)
+        return len(grams & self._sets[n]) / len(grams), n
+
+
+def containment(text: str, document: str, ngram: int = 4, min_words: int = COPY_MIN_WORDS):
+    """(share of ``text``'s word n-grams found in ``document``, n), or None for a short text."""
+    return CopyGuard(document, ngram).share(text, min_words)
+
+
+def guard_fault(guard: CopyGuard, text: str, reason: str, field: str, min_words: int,
+               threshold: float) -> tuple[str, dict[str, Any]] | None:
+    got = guard.share(text, min_words)
+    if got is None or got[0] < threshold:
+        return None
+    return reason, {"field": field, "containment": round(got[0], 4), "ngram": got[1], "threshold": threshold}
 
 
 def _requested_words(rec: Record) -> int | None:
@@ -169,6 +264,9 @@ def heuristics(records: list[Record], params: dict[str, Any], ctx: FilterContext
     check = _Checker(p)
     size = int(p["shingle_size"])
     threshold = float(p["near_equal_threshold"])
+    copy_cut = None if p["copy_containment"] is None else float(p["copy_containment"])
+    copy_n, guard_exempt = int(p["copy_ngram"]), set(p["copy_exempt_families"])
+    query_min, negatives_exempt = p["query_copy_min_words"], set(p["copy_exempt_negatives"])
     kept: list[Record] = []
     negatives_in = negatives_dropped = 0
     length_checked = 0
@@ -182,6 +280,9 @@ def heuristics(records: list[Record], params: dict[str, Any], ctx: FilterContext
         norm_query = normalize(rec.query or "")
         query_words = len(norm_query.split())
         negatives_in += len(rec.negatives)
+        guard = None
+        if copy_cut is not None and family not in guard_exempt and isinstance(rec.positive, str):
+            guard = CopyGuard(with_title(rec.positive, rec.positive_title), copy_n)
 
         # ---- record-level: the query and the positive
         fault = (
@@ -190,6 +291,8 @@ def heuristics(records: list[Record], params: dict[str, Any], ctx: FilterContext
             or (check.length_fault(rec.query, requested, "query") if query_len_family else
                 check.length_fault(rec.positive, requested, "positive"))
             or check.copy_fault(rec.positive, norm_query, query_words, "positive")
+            or (guard_fault(guard, rec.query, "query-copies-positive", "query", query_min, copy_cut)
+                if guard and query_min is not None else None)
             or check.explanation_fault(rec.positive, "positive")
         )
         if fault is not None:
@@ -223,6 +326,9 @@ def heuristics(records: list[Record], params: dict[str, Any], ctx: FilterContext
                     if sim >= threshold:
                         fault = "negative-equals-positive", {"similarity": round(sim, 4),
                                                              "threshold": threshold}
+                if fault is None and guard is not None and family not in negatives_exempt:
+                    fault = guard_fault(guard, text, "negative-copies-positive", "negative", COPY_MIN_WORDS,
+                                       copy_cut)
                 if fault is None:
                     for j, (_, other_norm, other_sh) in enumerate(survivors):
                         sim = 1.0 if norm == other_norm else jaccard(sh, other_sh)
