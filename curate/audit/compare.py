@@ -83,6 +83,17 @@ class Comparison:
             a, b = "other levels", f"level {self.level}"
         return f"{a} ({_origins(self.origins_a)})", f"{b} ({_origins(self.origins_b)})"
 
+    @classmethod
+    def of(cls, kind: str, family: str, level, a_entries, b_entries) -> Comparison:
+        """The comparison of two sides given as (text, origin) entries: each side's distinct
+        texts, and a text found on both sides left out of both."""
+        a, oa = _distinct(a_entries)
+        b, ob = _distinct(b_entries)
+        both = set(a) & set(b)
+        if both:
+            a, b = [t for t in a if t not in both], [t for t in b if t not in both]
+        return cls(kind, family, level, a, b, oa, ob, len(both))
+
 
 def _origins(c: Counter) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(c.items(), key=lambda kv: (-kv[1], kv[0])))
@@ -96,13 +107,16 @@ def _distinct(entries: Sequence[tuple[str, str]]) -> tuple[list[str], Counter]:
     return list(seen), Counter(seen.values())
 
 
-def _comparison(kind: str, family: str, level, a_entries, b_entries) -> Comparison:
-    a, oa = _distinct(a_entries)
-    b, ob = _distinct(b_entries)
-    both = set(a) & set(b)
-    if both:
-        a, b = [t for t in a if t not in both], [t for t in b if t not in both]
-    return Comparison(kind, family, level, a, b, oa, ob, len(both))
+def by_origin(records: Sequence[Record]) -> tuple[list, list, list, list]:
+    """The records' texts by where they came from (``origin``): every positive, every negative,
+    the corpus texts among them and the LLM-written negatives; positives as (text, origin),
+    negatives as (text, origin, level). The audit and the filter step ``shortcut`` both split
+    texts here, so the two always compare the same sides."""
+    pos = [pt for r in records for pt in positives_with_origin(r)]
+    negs = [(n.text, negative_origin(n), n.level) for r in records for n in r.negatives]
+    corpus = [(t, o) for t, o in pos if o == CORPUS] + [(t, o) for t, o, _ in negs if o == CORPUS]
+    llm = [(t, o, lv) for t, o, lv in negs if o == LLM]
+    return pos, negs, corpus, llm
 
 
 def comparisons(records: Sequence[Record]) -> list[Comparison]:
@@ -114,10 +128,7 @@ def comparisons(records: Sequence[Record]) -> list[Comparison]:
     out: list[Comparison] = []
     for g, (family, recs) in enumerate(groups):
         detail = g == 0  # per level over all families (or the one family there is)
-        pos = [pt for r in recs for pt in positives_with_origin(r)]
-        negs = [(n.text, negative_origin(n), n.level) for r in recs for n in r.negatives]
-        corpus = [(t, o) for t, o in pos if o == CORPUS] + [(t, o) for t, o, _ in negs if o == CORPUS]
-        llm = [(t, o, lv) for t, o, lv in negs if o == LLM]
+        pos, negs, corpus, llm = by_origin(recs)
         any_corpus = any_corpus or bool(corpus)
         if llm and corpus:
             out += _overall_and_by_level("llm_vs_corpus", family, corpus, llm, detail)
@@ -126,18 +137,18 @@ def comparisons(records: Sequence[Record]) -> list[Comparison]:
         levels = sorted({lv for _, _, lv in negs if lv is not None})
         if detail and len(levels) > 1:
             for lv in levels:
-                out.append(_comparison("level_vs_rest", family, lv, [(t, o) for t, o, x in negs if x != lv],
-                                       [(t, o) for t, o, x in negs if x == lv]))
+                out.append(Comparison.of("level_vs_rest", family, lv, [(t, o) for t, o, x in negs if x != lv],
+                                         [(t, o) for t, o, x in negs if x == lv]))
     return out
 
 
 def _overall_and_by_level(kind: str, family: str, side_a: list, negatives: list, detail: bool) -> list[Comparison]:
     """``side_a`` against all of ``negatives`` ((text, origin, level) triples), and, with
     ``detail``, against each level's negatives alone."""
-    out = [_comparison(kind, family, ALL, side_a, [(t, o) for t, o, _ in negatives])]
+    out = [Comparison.of(kind, family, ALL, side_a, [(t, o) for t, o, _ in negatives])]
     if detail:
         for lv in sorted({lv for _, _, lv in negatives if lv is not None}):
-            out.append(_comparison(kind, family, lv, side_a, [(t, o) for t, o, x in negatives if x == lv]))
+            out.append(Comparison.of(kind, family, lv, side_a, [(t, o) for t, o, x in negatives if x == lv]))
     return out
 
 
@@ -204,17 +215,17 @@ def run_audit(records: Sequence[Record], opts: AuditOptions = AuditOptions(), te
             vectors = lambda ts: mat[[index_of[t] for t in ts]]  # noqa: E731
             view_note = f"embeddings: {teacher.model_id}"
     rows, features, phrases = [], [], []
-    done: dict[tuple, str] = {}  # the same two sides already probed (every negative LLM-written, every
-    for c, a, b in plan:         # positive from a corpus: llm_vs_corpus is positive_vs_negative)
+    # the row of the same two sides already probed (every negative LLM-written, every positive
+    # from a corpus: llm_vs_corpus is positive_vs_negative), copied instead of probed again
+    done: dict[tuple, dict] = {}
+    for c, a, b in plan:
         side_a, side_b = c.names()
         where = {"comparison": c.kind, "family": c.family, "level": c.level}
         key = (c.family, c.level, stable_id(a, b))
         if key in done:
-            rows.append({**next(r for r in rows if (r["comparison"], r["family"], r["level"]) ==
-                                (done[key], c.family, c.level)), **where, "side_a": side_a, "side_b": side_b,
-                         "same_as": done[key]})
+            rows.append({**done[key], **where, "side_a": side_a, "side_b": side_b,
+                         "same_as": done[key]["comparison"]})
             continue
-        done[key] = c.kind
         found_chars = probe(a, b, chars, opts.folds, opts.seed, opts.features)
         row = {**where, "side_a": side_a, "side_b": side_b, "n_a": len(a), "n_b": len(b),
                **{f"char_{k}": v for k, v in found_chars.as_dict().items()}}
@@ -224,6 +235,7 @@ def run_audit(records: Sequence[Record], opts: AuditOptions = AuditOptions(), te
         found = cues(a, b, (side_a, side_b))
         row.update(words_a=found["words_a"], words_b=found["words_b"], length_auc=found["length_auc"])
         rows.append(row)
+        done[key] = row
         features.append({**where, "toward_a": found_chars.toward_a, "toward_b": found_chars.toward_b})
         phrases += [{**where, **p} for p in found["phrases"]]
     return {

@@ -14,13 +14,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from curate.audit.probe import auc_interval
+
 PHRASE_WORDS = 3
 MIN_SHARE = 0.2  # a phrase starting or ending at least this share of one side's texts ...
 MIN_GAP = 0.15  # ... and this much more often there than on the other side
-
-
-def words(text: str) -> list[str]:
-    return text.split()
 
 
 _EDGES = re.compile(r"^\W+|\W+$")
@@ -55,10 +53,8 @@ def _recurring(a: Sequence[str], b: Sequence[str], names: tuple[str, str]) -> li
 def cues(a: Sequence[str], b: Sequence[str], names: tuple[str, str] = ("a", "b")) -> dict:
     """Mean words on each side, the AUC of length alone for telling side ``b`` from side ``a``
     (above 0.5: ``b`` is the longer), and the recurring openings and closings of either side."""
-    from curate.audit.probe import auc_interval
-
-    la = np.array([len(words(t)) for t in a], dtype=np.float64)
-    lb = np.array([len(words(t)) for t in b], dtype=np.float64)
+    la = np.array([len(t.split()) for t in a], dtype=np.float64)
+    lb = np.array([len(t.split()) for t in b], dtype=np.float64)
     length_auc = auc_interval(np.concatenate([la, lb]), np.array([0] * len(la) + [1] * len(lb)))[0]
     return {"words_a": round(float(la.mean()), 1), "words_b": round(float(lb.mean()), 1),
             "length_auc": round(length_auc, 3), "phrases": _recurring(a, b, names)}

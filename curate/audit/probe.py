@@ -149,9 +149,7 @@ def probe(a: Sequence[str], b: Sequence[str], view: Callable[[list[str]], Any], 
     embedding row per text, which is standardised first). ``top``: with a ``CharView``, how many
     of the heaviest n-grams toward each side to name."""
     chars = isinstance(view, CharView)
-    x = view([*a, *b])
-    if not chars:
-        x = np.asarray(x, dtype=np.float32)
+    x = _rows(view, [*a, *b], chars)
     y = np.array([0] * len(a) + [1] * len(b))
     # n-grams: C shrinks as the texts grow, so that the penalty weighs the same against each
     # text's loss: a fold of 100 texts keeps a decisive n-gram, one of 1,000 no more noise
@@ -169,10 +167,6 @@ def probe(a: Sequence[str], b: Sequence[str], view: Callable[[list[str]], Any], 
 
 
 def _rows(view, texts, chars: bool):
+    """The view's features of ``texts``: a ``CharView``'s sparse rows as they are, embeddings as float32."""
     x = view(list(texts))
     return x if chars else np.asarray(x, dtype=np.float32)
-
-
-def probe_chars(a: Sequence[str], b: Sequence[str], folds: int = 5, seed: int = 0, top: int = 8) -> Probe:
-    """The character n-gram probe of ``a`` against ``b``, its n-grams fitted on these texts alone."""
-    return probe(a, b, CharView([*a, *b]), folds, seed, top)

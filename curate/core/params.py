@@ -15,7 +15,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
-import re
 import types
 import typing
 from collections.abc import Mapping
@@ -182,23 +181,3 @@ def _describe(hint: Any) -> str:
              type(None): "null", list: "a list", dict: "a mapping"}
     return names.get(origin or hint, getattr(hint, "__name__", str(hint)))
 
-
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S*\Z")  # one URL, not a text that mentions one
-SECRET_NAMES = frozenset({"api_key", "apikey", "key", "token", "access_token", "auth_token", "password",
-                          "secret"})  # a parameter so named is never written
-
-
-def mask_secrets(value: Any) -> Any:
-    """``value`` (parameters about to be written to run.json or a report) with the secrets it may
-    carry masked: a URL's credentials, query and fragment (``http://h/v1?api_key=…``, e.g. a
-    judge's ``base_url`` in a recipe), and any value under a name such as ``api_key``."""
-    from curate.llm.redact import MASK, safe_url
-
-    if isinstance(value, Mapping):
-        return {k: MASK if v and isinstance(k, str) and k.lower() in SECRET_NAMES else mask_secrets(v)
-                for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [mask_secrets(v) for v in value]
-    if isinstance(value, str) and _URL.match(value):
-        return safe_url(value)
-    return value

@@ -267,9 +267,11 @@ def _doc_id(d: dict[str, Any], key: str, where: str) -> None:
     _safe_id(d, key, where)
 
 
-# C0 and C1 control characters (TAB, line feed, carriage return, NEL, ...) and the Unicode line
-# and paragraph separators.
-_UNSAFE_ID = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# What an id may not hold: C0 and C1 control characters (TAB, line feed, carriage return, NEL, ...)
+# and the Unicode line and paragraph separators. A regex character range, so a reader that makes ids
+# (``curate.datasets.documents.safe_name``) escapes exactly what is refused here.
+UNSAFE_ID_CHARS = "\x00-\x1f\x7f-\x9f\u2028\u2029"
+_UNSAFE_ID = re.compile(f"[{UNSAFE_ID_CHARS}]")
 
 
 def _safe_id(d: dict[str, Any], key: str, where: str) -> None:

@@ -41,12 +41,13 @@ from typing import Any
 
 from curate.core.errors import CurateError
 from curate.core.jsonl import JsonlAppender, atomic_write_json
-from curate.core.params import mask_secrets
+from curate.llm.redact import mask_secrets
 
 LOCK = ".curate.lock"
 STAGING = ".curate-staging-"
 JOURNAL = ".commit.json"
 RUN_JSON = "run.json"
+REPORT = "report.json"  # every stage's report (the stage contract, curate.core.stage, names it so)
 REJECTED = "rejected.jsonl"
 MIN_FREE_BYTES = 8 << 20  # below this the run would fail while writing; say so before the work
 _DISK_ERRORS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
@@ -103,8 +104,6 @@ class Run:
         """The stage's report as ``report.json``, the one name every stage's report has
         (``curate.core.stage``); ``legacy``: its name before that, written as a copy for one
         release so scripts that read it keep working."""
-        from curate.core.stage import REPORT
-
         atomic_write_json(self.dir / REPORT, report)
         if legacy:
             atomic_write_json(self.dir / legacy, report)

@@ -30,9 +30,9 @@ from typing import Any
 
 from curate.core.hashing import file_digest, value_digest
 from curate.core.jsonl import atomic_write_json
-from curate.core.runner import settle
+from curate.llm.redact import mask_secrets
+from curate.core.runner import REPORT, RUN_JSON, settle
 
-REPORT = "report.json"
 MARKER = ".curate-done.json"  # a ".curate" name: stages that check their folder pass it by
 STARTED = ".curate-started.json"  # an appending stage's fingerprint, written before it starts
 DONE, RAN = "done earlier", "ran"
@@ -76,8 +76,6 @@ def report_of(folder: str | Path) -> dict[str, Any] | None:
 
 def stage_report(folder: str | Path) -> tuple[str | None, dict[str, Any] | None]:
     """Which stage last finished in ``folder`` (from its ``run.json``) and its report."""
-    from curate.core.runner import RUN_JSON
-
     try:
         stage = json.loads((Path(folder) / RUN_JSON).read_text(encoding="utf-8")).get("stage")
     except (OSError, ValueError, AttributeError):
@@ -118,7 +116,8 @@ def run_stage(stage: Stage, opts: Any, *, resume: bool = False, quiet: bool = Fa
 
     folder = Path(opts.out)
     settle(folder)  # a killed run's swap is finished first, whatever this run then finds wrong
-    key = fingerprint(stage, opts)
+    identity = _identity(stage, opts)  # its inputs hashed once, for the key and for what changed
+    key = value_digest(identity)
     if resume and is_done(stage, opts, key):
         if not quiet:
             console.print(f"{stage.name}: done earlier ({folder / REPORT})", soft_wrap=True, markup=False)
@@ -126,7 +125,7 @@ def run_stage(stage: Stage, opts: Any, *, resume: bool = False, quiet: bool = Fa
     created = not folder.exists()
     if stage.appends:  # a run killed half way must not look finished, whatever ran before it
         (folder / MARKER).unlink(missing_ok=True)
-        changed = _start_afresh_unless_resuming(stage, opts, folder, key)
+        changed = _start_afresh_unless_resuming(stage, opts, folder, key, identity)
         if changed and not quiet:
             console.print(f"{stage.name}: {', '.join(changed)} changed since the run in {folder} began: its records "
                           "are cleared and it starts afresh (the LLM's answers stay cached)",
@@ -147,14 +146,13 @@ def run_stage(stage: Stage, opts: Any, *, resume: bool = False, quiet: bool = Fa
     return report, RAN
 
 
-def _start_afresh_unless_resuming(stage: Stage, opts: Any, folder: Path, key: str) -> list[str]:
+def _start_afresh_unless_resuming(stage: Stage, opts: Any, folder: Path, key: str,
+                                  identity: dict[str, Any]) -> list[str]:
     """An appending stage resumes only what a run with the same fingerprint began: another seed,
     count, task or model must not add its records to the last run's. Its outputs are cleared then
     (an LLM's answers stay in the request cache), and the new fingerprint is noted before any
     work. Returns what changed, as flags (empty: nothing to clear)."""
-    from curate.core.params import mask_secrets
-
-    identity = mask_secrets(_identity(stage, opts))  # written to the folder: no key, no URL's secrets
+    identity = mask_secrets(identity)  # written to the folder: no key, no URL's secrets
     try:
         started = json.loads((folder / STARTED).read_text(encoding="utf-8"))
     except (OSError, ValueError):

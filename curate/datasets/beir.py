@@ -98,6 +98,14 @@ def qrels_file(folder: Path, split: str) -> Path:
     return path
 
 
+def require_queries(data: BeirData, folder: str | Path, what: str) -> None:
+    """Refuse a folder whose ``queries.jsonl`` is empty, naming that file (``what``: what the
+    caller then cannot do). ``load_beir`` drops every qrels line for want of its query, so a
+    caller's later "no qrels" or "no relevant document" would name the wrong file."""
+    if not data.queries:
+        raise CurateError(f"{Path(folder) / 'queries.jsonl'}: no queries in the file: {what}")
+
+
 def load_beir(folder: str | Path, split: str | None = "test", qrels: str | Path | None = None) -> BeirData:
     """The folder's corpus, queries and the qrels of ``split`` (or the file ``qrels``), the
     qrels checked against the corpus and queries (lines citing unknown ids dropped, counted)."""

@@ -20,7 +20,6 @@ from __future__ import annotations
 import codecs
 import os
 import re
-import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -28,6 +27,7 @@ from pathlib import Path
 
 from curate.core.errors import CurateError
 from curate.core.jsonl import atomic_write_jsonl
+from curate.core.records import UNSAFE_ID_CHARS
 from curate.datasets.corpus import read_corpus_entries
 
 TEXT_SUFFIXES = (".txt", ".md", ".html", ".htm")
@@ -184,11 +184,11 @@ def _read_folder(docs: Documents, folder: Path) -> None:
     root_real = folder.resolve()
     found: list[tuple[Path, str]] = []
     for root, dirs, names in os.walk(folder):
-        for d in [d for d in dirs if not d.startswith(".")]:
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for d in dirs:  # os.walk does not enter linked folders: only those leading out are named
             link = Path(root, d)
             if link.is_symlink() and not _inside(link, root_real):
                 docs.skipped.append(Skipped(safe_name(link.relative_to(folder).as_posix()), OUTSIDE))
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
         for name in names:
             file = Path(root, name)
             if name.startswith(".") or file.suffix.lower() not in TEXT_SUFFIXES or not file.is_file():
@@ -225,18 +225,16 @@ def safe_name(name: str) -> str:
     ids and paths made from file names then never split a line, a TSV field or a JSON writer.
     Other names are left exactly as they are, so ids stay what they were; two names that only
     an escape tells apart are refused where ids are checked for clashes."""
-    if name.isprintable():
-        return name
-    return "".join(_escape(c) if _unsafe(c) else c for c in name)
+    return _UNSAFE_NAME.sub(_escape, name)
 
 
-def _unsafe(c: str) -> bool:
-    return unicodedata.category(c) in ("Cc", "Cs", "Zl", "Zp")
+# What ``curate.core.records`` refuses in an id, and the lone surrogates by which ``os`` gives back
+# the bytes of a file name that are not UTF-8 (``surrogateescape`` turns them back into those bytes).
+_UNSAFE_NAME = re.compile(f"[{UNSAFE_ID_CHARS}\ud800-\udfff]")
 
 
-def _escape(c: str) -> str:
-    raw = os.fsencode(c) if unicodedata.category(c) == "Cs" else c.encode("utf-8")
-    return "".join(f"%{b:02X}" for b in raw)
+def _escape(m: re.Match) -> str:
+    return "".join(f"%{b:02X}" for b in m.group().encode("utf-8", "surrogateescape"))
 
 
 def _doc_id(rel: str) -> str:

@@ -34,8 +34,13 @@ def word_shingles(text: str, ngram: int = 3) -> set[tuple[str, ...]]:
     w = words(text)
     if not w:
         return set()
-    n = min(ngram, len(w))
-    return {tuple(w[i : i + n]) for i in range(len(w) - n + 1)}
+    return word_ngrams(w, min(ngram, len(w)))
+
+
+def word_ngrams(tokens: list[str], n: int) -> set[tuple[str, ...]]:
+    """The n-grams of words already split (``words``): for a caller that needs several n of one
+    text (the heuristics' copy guard) and so splits it once."""
+    return {tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)}
 
 
 def char_shingles(text: str, size: int = 5) -> set[bytes]:

@@ -34,16 +34,9 @@ from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 import httpx
-import numpy as np
 
 from curate.core.errors import CurateError
-from curate.embed.teacher import (
-    TEACHERS,
-    TeacherModel,
-    TeacherOptions,
-    checked_vectors,
-    known_prompts,
-)
+from curate.embed.teacher import TEACHERS, TeacherModel, TeacherOptions, known_prompts
 from curate.llm.redact import safe_url
 from curate.llm.urls import url_join
 
@@ -90,7 +83,10 @@ def check_url(url: str, model: str) -> str:
 
 
 class ApiEmbedder:
-    """Vectors from a served model, batch by batch, as float32 rows (not yet normalised)."""
+    """Vectors from a served model, batch by batch, as the servers answered them (lists of
+    numbers, one a text): the ``Teacher`` checks them (``checked_vectors``) where it checks
+    every teacher's, so the raw reply is what that check sees (a ``true`` or a ``1e300`` is
+    still what the server sent), and each vector is checked once."""
 
     def __init__(self, model: str, base_urls: Sequence[str] | None = None, batch_size: int = 64,
                  timeout: float | None = None, max_retries: int = 6, concurrency: int = CONCURRENCY):
@@ -123,26 +119,25 @@ class ApiEmbedder:
             threading.Thread(target=self._loop.run_forever, name="curate-teacher-api", daemon=True).start()
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
+    def encode(self, texts: Sequence[str]) -> list[list[float]]:
         return self._run(self._encode(list(texts)))
 
-    async def _encode(self, texts: list[str]) -> np.ndarray:
+    async def _encode(self, texts: list[str]) -> list[list[float]]:
         if self._client is None:
             from curate.llm.client import LLMClient
 
             self._client = LLMClient(self.cfg)
             self._extra = await self._check_servers()
         batches = [texts[i:i + self.batch_size] for i in range(0, len(texts), self.batch_size)]
-        rows = await self._replies(batches)
-        return np.concatenate(rows) if rows else np.zeros((0, self.dim or 0), dtype=np.float32)
+        return [row for reply in await self._replies(batches) for row in reply]
 
-    async def _replies(self, batches: list[list[str]]) -> list[np.ndarray]:
-        """Each batch's vectors, checked as its reply comes. The first batch that fails stops the
-        others, and so does a server that has answered nothing for ``STALL_TIMEOUTS`` timeouts:
-        waiting for every batch instead, a hung server would hold each queued batch through its
-        own timeouts and retries, round after round."""
+    async def _replies(self, batches: list[list[str]]) -> list[list[list[float]]]:
+        """Each batch's vectors, in order. The first batch that fails stops the others, and so
+        does a server that has answered nothing for ``STALL_TIMEOUTS`` timeouts: waiting for
+        every batch instead, a hung server would hold each queued batch through its own
+        timeouts and retries, round after round."""
         index = {asyncio.ensure_future(self._client.embed(b, self._extra)): i for i, b in enumerate(batches)}
-        out: list[np.ndarray] = [np.zeros((0, 0), dtype=np.float32)] * len(batches)
+        out: list[list[list[float]]] = [[] for _ in batches]
         pending = set(index)
         quiet = self.cfg.timeout * STALL_TIMEOUTS
         try:
@@ -156,18 +151,21 @@ class ApiEmbedder:
                     self.requests += answer.attempts
                     if vectors is None:
                         raise CurateError(f"{self.who}: {answer.reason}")
-                    out[index[task]] = self._checked(vectors, len(batches[index[task]]))
+                    out[index[task]] = self._same_length(vectors)
         finally:
             for task in pending:
                 task.cancel()
         return out
 
-    def _checked(self, vectors: list, n: int) -> np.ndarray:
-        """One reply's vectors through the teacher's vector check, of the length earlier replies had."""
-        why = f"it answered {self.dim}-d ones before (another model behind the same name?)"
-        mat = checked_vectors(vectors, n, self.who, self.dim, why)
-        self.dim = self.dim or mat.shape[1]
-        return mat
+    def _same_length(self, vectors: list[list[float]]) -> list[list[float]]:
+        """A reply's vectors when they have the length earlier replies had (one length a reply:
+        the client checks); their numbers are the teacher's to check."""
+        dim = len(vectors[0])
+        if self.dim is not None and dim != self.dim:
+            raise CurateError(f"{self.who}: {dim}-d vectors, but it answered {self.dim}-d ones before "
+                              "(another model behind the same name?)")
+        self.dim = dim
+        return vectors
 
     async def _check_servers(self) -> dict | None:
         """Every server serves the model; on vLLM, cut long texts at the model's length."""
@@ -185,7 +183,7 @@ class ApiEmbedder:
                 ids = {m.get("id") for m in listed if isinstance(m, dict)}
                 if self.model not in ids:
                     served = ", ".join(sorted(str(i) for i in ids)) or "nothing"
-                    raise CurateError(f"teacher {PREFIX}{self.model}: {self._client.scrub(url)} serves "
+                    raise CurateError(f"teacher {PREFIX}{self.model}: {safe_url(url)} serves "
                                       f"{served}, not {self.model}")
                 owners |= {m.get("owned_by") for m in listed if isinstance(m, dict) and m.get("id") == self.model}
         return {"truncate_prompt_tokens": -1} if owners == {"vllm"} else None
@@ -220,7 +218,7 @@ class ServedTeacher(TeacherModel):
     def prompts(self) -> tuple[str, str]:
         return known_prompts(self.embedder.model)
 
-    def encode(self, texts: list[str], prompt: str) -> np.ndarray:
+    def encode(self, texts: list[str], prompt: str) -> list[list[float]]:
         return self.embedder.encode([prompt + t for t in texts])  # in front of each, as sentence-transformers puts it
 
     def close(self) -> None:

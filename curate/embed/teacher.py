@@ -162,16 +162,12 @@ def _reduce_precision(model, precision: str):
     return model.to(torch.float16 if precision == "fp16" else torch.bfloat16)
 
 
-def row_norms(mat: np.ndarray) -> np.ndarray:
-    """Each row's L2 length, in the matrix's own precision (float32: what normalising divides by)."""
-    return np.linalg.norm(mat, axis=1)
-
-
 def checked_vectors(rows, n: int, who: str, dim: int | None = None, dim_note: str = "",
                     zeros_ok: bool = False) -> np.ndarray:
-    """``rows`` (a model's output, or the lists a server answered) as an (n, d) float32 matrix,
-    or one line saying, for ``who``, what is wrong with them: every teacher's vectors pass here
-    before they are normalised and cached. A vector of zeros, NaN, infinities, numbers whose
+    """``rows`` (a model's output, or the lists a server answered) as an (n, d) float32 matrix
+    of L2-normalised rows, or one line saying, for ``who``, what is wrong with them: every
+    teacher's vectors pass here, once, before they are cached (normalising here divides by the
+    very lengths the check computed, in float32). A vector of zeros, NaN, infinities, numbers whose
     squares overflow a float32, or true/false or strings read as numbers would normalise to
     zeros or NaN and score the same against everything, in this run and, once cached, in every
     later one. ``dim``: the length they must have (``dim_note`` says why). ``zeros_ok``: a
@@ -209,7 +205,7 @@ def checked_vectors(rows, n: int, who: str, dim: int | None = None, dim_note: st
         raise CurateError(f"{who}: vector {i} holds {what}")
     with np.errstate(over="ignore", under="ignore"):
         out = mat.astype(np.float32, copy=False)
-        norms = row_norms(out)
+        norms = np.linalg.norm(out, axis=1)
     if not np.isfinite(norms).all():
         i = int(np.flatnonzero(~np.isfinite(norms))[0])
         raise CurateError(f"{who}: vector {i} holds numbers too large for its length to be computed "
@@ -219,7 +215,7 @@ def checked_vectors(rows, n: int, who: str, dim: int | None = None, dim_note: st
         what = ("all zeros" if not mat[i].any() else
                 f"numbers too small for its length to be computed (up to {np.abs(mat[i]).max():.3g})")
         raise CurateError(f"{who}: vector {i} is {what}")
-    return out
+    return out / np.maximum(norms, 1e-12)[:, None]
 
 
 @dataclass(frozen=True)
@@ -257,7 +253,8 @@ class TeacherModel:
         return "", ""
 
     def encode(self, texts: list[str], prompt: str) -> np.ndarray:
-        """One row per text (``prompt`` goes in front of each); the teacher L2-normalises them."""
+        """One row per text (``prompt`` goes in front of each): an array, or the lists a server
+        answered; the teacher checks them (``checked_vectors``) and L2-normalises them."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -427,16 +424,15 @@ class Teacher:
     @property
     def dim(self) -> int:
         if self._dim is None:
-            self._dim = self.source.dim or int(self.source.encode(["a"], self.doc_prompt).shape[1])
+            self._dim = self.source.dim or len(self.source.encode(["a"], self.doc_prompt)[0])
         return self._dim
 
     def _run_model(self, texts: list[str], prompt: str) -> np.ndarray:
         """The model's vectors for ``texts``, checked (``checked_vectors``: of the length the
         cache holds under this name) and L2-normalised."""
         dim, note = self._cached_length()
-        emb = checked_vectors(self.source.encode(texts, prompt), len(texts), self.source.who, dim, note,
-                              zeros_ok=self.source.local)
-        return emb / np.maximum(row_norms(emb), 1e-12)[:, None]
+        return checked_vectors(self.source.encode(texts, prompt), len(texts), self.source.who, dim, note,
+                               zeros_ok=self.source.local)
 
     def _cached_length(self) -> tuple[int | None, str]:
         """The length of the vectors the cache holds under this teacher's name (any prompt) and

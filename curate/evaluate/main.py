@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from curate.datasets.beir import BeirData, load_beir
+from curate.datasets.beir import BeirData, load_beir, require_queries
 from curate.core.errors import CurateError
 from curate.evaluate import store
 from curate.evaluate.light import LightParams, LightSet, build_light_set, difference
@@ -86,8 +86,7 @@ def load_data(folder: str, split: str) -> tuple[BeirData, list[str]]:
     if not path.is_dir():
         raise CurateError(f"{folder}: no such folder")
     data = load_beir(path, split)  # an empty corpus, an unknown split: one line (qrels of unknown ids: dropped)
-    if not data.queries:  # every qrels line was dropped for it: the queries file is at fault, not the qrels
-        raise CurateError(f"{path / 'queries.jsonl'}: no queries in the file: nothing to evaluate")
+    require_queries(data, path, "nothing to evaluate")  # before the qrels: all their lines were dropped for it
     qids = scored_queries(data.qrels)
     if not qids:
         raise CurateError(f"{path / 'qrels' / f'{split}.tsv'}: no query has a relevant document")

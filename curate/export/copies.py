@@ -25,7 +25,10 @@ def same_text(text: str) -> str:
 def drop_positive_copies(items: Sequence[Item]) -> list[tuple[Item, Negative]]:
     """Remove from each record every negative equal to one of its positives; return them.
 
-    The teacher's per-negative ranks, aligned with the negatives, lose the same entries."""
+    Pruned through the filter's ``select_negatives``, so everything aligned with the negatives
+    (the teacher's ranks, mine's and the judges' per-negative lists) loses the same entries."""
+    from curate.filter.teacher_scores import select_negatives
+
     dropped: list[tuple[Item, Negative]] = []
     for it in items:
         rec = it.record
@@ -34,8 +37,5 @@ def drop_positive_copies(items: Sequence[Item]) -> list[tuple[Item, Negative]]:
         if not copies:
             continue
         dropped += [(it, rec.negatives[k]) for k in copies]
-        ranks = rec.teacher.negative_ranks if rec.teacher is not None else None
-        if ranks is not None and len(ranks) == len(rec.negatives):
-            rec.teacher.negative_ranks = [r for k, r in enumerate(ranks) if k not in copies]
-        rec.negatives = [n for k, n in enumerate(rec.negatives) if k not in copies]
+        select_negatives(rec, [k for k in range(len(rec.negatives)) if k not in copies])
     return dropped

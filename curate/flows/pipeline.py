@@ -182,7 +182,7 @@ def build_funnel(opts: PipelineOptions, docs, states: dict[str, str], reports: d
     funnel: dict[str, Any] = {
         "docs": str(opts.docs), "out": str(out), "stages": states, "stopped": stop,
         "documents": {"files": d["files"], "documents": d["documents"], "passages": d["passages"],
-                      "skipped": len(d["skipped"]), "replaced": len(d.get("replaced", []))},
+                      "skipped": len(d["skipped"]), "replaced": len(d["replaced"])},
     }
     for name in ("generate", "filter", "mine", RELABEL, "export"):
         funnel[name] = None
@@ -200,7 +200,7 @@ def print_funnel(f: dict[str, Any], order: list[Stage]) -> None:
     console.print(f"[bold]pipeline[/bold] {escape(f['docs'])} -> {escape(f['out'])}", soft_wrap=True)
     d = f["documents"]
     skipped = f", {_n(d['skipped'], 'file')} skipped" if d["skipped"] else ""
-    if d.get("replaced"):
+    if d["replaced"]:
         skipped += f", {_n(d['replaced'], 'file')} with bytes that are not UTF-8 replaced"
     say("read", f"{_n(d['documents'], 'document')} from {_n(d['files'], 'file')}, "
                 f"{_n(d['passages'], 'passage')} cut{skipped}")

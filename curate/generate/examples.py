@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from curate.core.asyncrun import bounded
-from curate.core.errors import CurateError
 from curate.core.jsonl import JsonlAppender, atomic_write_jsonl, read_jsonl, trim_partial_tail
 from curate.llm.client import LLMClient, derive_seed
 from curate.llm.task import LLMTask, Result
@@ -135,27 +134,19 @@ def answer_to_record(spec: TaskSpec, item: Item, example: Example, meta: dict[st
 
 async def generate(
     spec: TaskSpec,
-    tasks: Sequence[Task],
-    n: int,
+    items: Sequence[Item],
     client: LLMClient,
     out_dir: Path,
-    seed: int,
     stats: RunStats,
     overrides: dict[str, Any] | None = None,
     prompt_dirs: Sequence[str | Path] = (),
     retry_failed: bool = False,
     progress=None,
     max_chars: int | None = None,
-    items: Sequence[Item] | None = None,
 ) -> RunStats:
-    """Run every planned item not finished yet; ``items`` replaces the plan from ``tasks`` and ``n``."""
+    """Run every planned item (``plan_items``, ``pair_items``, ``corpus_items``) not finished yet."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    if items is None:
-        if spec.inputs:
-            raise CurateError(f"{spec.family}: each item needs its own {' and '.join(spec.inputs)} "
-                              f"(use --from-pairs FILE)")
-        items = plan_items(spec, tasks, n, seed, overrides, max_chars)
     items = list(items)
     retried = _drop_failed(out_dir, {it.id for it in items}) if retry_failed else set()
     done = finished_ids(out_dir)

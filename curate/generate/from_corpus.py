@@ -76,7 +76,6 @@ def corpus_items(spec: TaskSpec, docs: Documents, n: int | None, tasks: Sequence
     (``curate.generate.bundles``): the template gets all of them as ``passages`` and the record
     keeps the others as further positives."""
     check_spec(spec)
-    report_reading(docs, stats)
     pinned = pinned_parts(overrides, max_chars)
     passages = sample_passages(docs, n, seed)
     bundles = {}

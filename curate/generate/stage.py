@@ -165,26 +165,24 @@ def generate_stage(opts: GenerateOptions) -> dict[str, Any]:
             else:
                 docs.write_corpus(out / CORPUS)  # the corpus filter --corpus and mine --corpus take
                 stats.extra["passages"] = len(docs.passages)
+                from_corpus.report_reading(docs, stats)
                 items = from_corpus.corpus_items(spec, docs, opts.n, tasks, opts.seed, stats, opts.pins,
                                                  opts.max_chars)
-            planned.extend(it.id for it in items)
-            await generate(spec, [], len(items), client, out, opts.seed, stats, opts.pins, opts.prompts_dirs,
-                           opts.retry_failed, progress, opts.max_chars, items=items)
-            return
-        if given:
-            tasks = load_tasks(Path(opts.tasks_file), spec.family)
         else:
-            bstats = RunStats(stage="brainstorm")
-            tasks = await brainstorm(spec, math.ceil((opts.n or 100) / opts.per_task), client, out, opts.seed,
-                                     bstats, opts.prompts_dirs, opts.dedup_threshold, progress)
-            stats.extra["brainstorm"] = bstats.as_dict()
-            if not tasks:
-                raise CurateError(f"{spec.family}: brainstorming gave no usable task (see {out}/logs)")
-        stats.extra["tasks_used"] = len(tasks)
-        items = plan_items(spec, tasks, opts.n or 100, opts.seed, opts.pins, opts.max_chars)
-        planned.extend(it.id for it in items)
-        await generate(spec, tasks, len(items), client, out, opts.seed, stats, opts.pins, opts.prompts_dirs,
-                       opts.retry_failed, progress, opts.max_chars, items=items)
+            if given:
+                tasks = load_tasks(Path(opts.tasks_file), spec.family)
+            else:
+                bstats = RunStats(stage="brainstorm")
+                tasks = await brainstorm(spec, math.ceil((opts.n or 100) / opts.per_task), client, out, opts.seed,
+                                         bstats, opts.prompts_dirs, opts.dedup_threshold, progress)
+                stats.extra["brainstorm"] = bstats.as_dict()
+                if not tasks:
+                    raise CurateError(f"{spec.family}: brainstorming gave no usable task (see {out}/logs)")
+            stats.extra["tasks_used"] = len(tasks)
+            items = plan_items(spec, tasks, opts.n or 100, opts.seed, opts.pins, opts.max_chars)
+        planned.extend(it.id for it in items)  # planned here, so the finished file can be put in this order
+        await generate(spec, items, client, out, stats, opts.pins, opts.prompts_dirs, opts.retry_failed, progress,
+                       opts.max_chars)
 
     extra = {k: v for k, v in asdict(opts).items() if k not in asdict(StageOptions(out=""))}
     return run_llm_stage("generate", opts, one, extra, names,
@@ -207,7 +205,7 @@ def write_in_item_order(path: Path, ids: Sequence[str]) -> bool:
     if not path.is_file():
         return False
     rank = {rec_id: n for n, rec_id in enumerate(ids)}
-    spans: list[tuple[int, int, int, int]] = []  # (planned position, line position, byte offset, size)
+    spans: list[tuple[int, int, int]] = []  # (planned position, byte offset, size): equal ranks keep file order
     offset = 0
     with path.open("rb") as fh:
         for lineno, raw in enumerate(fh, 1):
@@ -216,14 +214,15 @@ def write_in_item_order(path: Path, ids: Sequence[str]) -> bool:
                     rec_id = json.loads(raw).get("id")
                 except (ValueError, AttributeError):
                     raise CurateError(f"{path}:{lineno}: not a JSON record") from None
-                spans.append((rank.get(rec_id, len(rank)), lineno, offset, len(raw)))
+                spans.append((rank.get(rec_id, len(rank)), offset, len(raw)))
             offset += len(raw)
     ordered = sorted(spans)
     if ordered == spans:
         return False
+
     def lines():
         with path.open("rb") as src:
-            for _, _, start, size in ordered:
+            for _, start, size in ordered:
                 src.seek(start)
                 line = src.read(size)
                 yield line if line.endswith(b"\n") else line + b"\n"

@@ -5,17 +5,24 @@ exception message; every failure note passes through ``Scrubber`` before it reac
 ``failed.jsonl``, a log or the console. A URL carries secrets in three places: a password in
 its netloc (``http://user:key@host/v1``), its query (``?api_key=sk-…``, which some gateways
 take) and its fragment (``#key=…``); ``safe_url`` masks all three wherever a URL is shown or
-written.
+written; ``mask_secrets`` does it for parameters (run.json, a report), along with any value
+under a name such as ``api_key``.
 """
 
 from __future__ import annotations
 
 import base64
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 MASK = "***"
 MIN_QUERY_SECRET = 8  # shorter query values (a version, "json") are not keys and would garble every note
+SECRET_NAMES = frozenset({"api_key", "apikey", "key", "token", "access_token", "auth_token", "password",
+                          "secret"})  # a parameter so named is never written
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S*\Z")  # one URL, not a text that mentions one
 
 
 def url_secrets(url: str) -> list[str]:
@@ -68,6 +75,20 @@ def _masked(text: str) -> str:
         return MASK
     return "&".join(f"{name}={MASK}" if sep else name
                     for name, sep, _ in (p.partition("=") for p in text.split("&")))
+
+
+def mask_secrets(value: Any) -> Any:
+    """``value`` (parameters about to be written to run.json or a report) with the secrets it may
+    carry masked: a URL's credentials, query and fragment (``http://h/v1?api_key=…``, e.g. a
+    judge's ``base_url`` in a recipe), and any value under a name such as ``api_key``."""
+    if isinstance(value, Mapping):
+        return {k: MASK if v and isinstance(k, str) and k.lower() in SECRET_NAMES else mask_secrets(v)
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [mask_secrets(v) for v in value]
+    if isinstance(value, str) and _URL.match(value):
+        return safe_url(value)
+    return value
 
 
 @dataclass

@@ -16,6 +16,7 @@ import os
 import shlex
 import signal
 import socket
+import string
 import subprocess
 import sys
 import time
@@ -33,8 +34,6 @@ PLACEHOLDERS = ("host", "port", "python")  # what a replica fills in its --serve
 def command_for(command: str, host: str, port: int | str, python: str = sys.executable) -> list[str]:
     """The replica's command line: ``{host}``, ``{port}`` and ``{python}`` filled in, then split
     as a shell would; a template that cannot be filled is one line naming what is wrong."""
-    import string
-
     known = ", ".join("{" + p + "}" for p in PLACEHOLDERS)
     try:
         for _, name, _, _ in string.Formatter().parse(command):

@@ -215,10 +215,11 @@ def load_beir_input(folder: str | Path, split: str = "train", qrels_path: str | 
 def _check_not_empty(data, folder: Path, qrels_file: Path) -> None:
     """An empty qrels file or queries file leaves nothing to mine: say which file is empty (a bare
     "no queries to mine" sends the user looking in the wrong one)."""
+    from curate.datasets.beir import require_queries
+
     if not data.qrels and not data.dropped:
         raise CurateError(f"{qrels_file}: no qrels lines: no queries to mine")
-    if not data.queries:
-        raise CurateError(f"{folder / 'queries.jsonl'}: no queries in the file: no queries to mine")
+    require_queries(data, folder, "no queries to mine")
 
 
 def _count_dropped_qrels(inp: MineInput, data, min_relevance: int) -> None:

@@ -18,8 +18,7 @@ from curate.core.runner import REJECTED
 from curate.core.stage import REPORT, Stage
 from curate.mine import report as rep
 from curate.mine.ensemble import ENSEMBLES, Pick, assign_cross, interleave
-from curate.negatives.search import SearchIndex
-from curate.negatives.sharded import ShardedIndex
+from curate.negatives.sharded import ShardedIndex, build_index
 from curate.mine.inputs import MineInput, MineItem, load_input
 from curate.negatives.knobs import Knobs
 from curate.negatives.presets import Method
@@ -59,14 +58,6 @@ def _teachers(opts: MineOptions):
     names = list(opts.teachers) or [None]
     return [Teacher(model=n, query_prompt=opts.query_prompt, doc_prompt=opts.doc_prompt,
                     batch_size=opts.batch_size, executor=opts.executor) for n in names]
-
-
-def _index(dvecs, opts: MineOptions):
-    """One index here, or, with ``--executor ray``, one shard of the corpus per Ray worker."""
-    options = {"nprobe": opts.nprobe, "ef_search": opts.ef_search}
-    if opts.executor.shards > 1 and len(dvecs) >= 2 * opts.executor.shards:
-        return ShardedIndex(dvecs, opts.index, opts.executor, **options)
-    return SearchIndex(dvecs, opts.index, **options)
 
 
 def _level(i: int, k: int) -> int:
@@ -192,7 +183,7 @@ def _mine(opts: MineOptions, cfg: MineConfig, run, teachers, rescorer) -> dict[s
         qvecs = teacher.encode_queries([items[i].query for i in mine_idx])
         encode_s += time.perf_counter() - t
         t = time.perf_counter()
-        index = _index(dvecs, opts)
+        index = build_index(dvecs, opts.index, opts.executor, nprobe=opts.nprobe, ef_search=opts.ef_search)
         index_info = index.describe()
         try:
             results = mine(qvecs, dvecs, index, [items[i] for i in mine_idx], cfg, rescorer)

@@ -44,6 +44,15 @@ class _ShardSearcher:
         return search
 
 
+def build_index(vecs, kind: str, executor=None, **options):
+    """One index here, or, with an executor of several shards (``--executor ray``), one shard of
+    ``vecs`` per worker when each gets at least two rows: how mining and ``semantic_dedup`` both
+    search."""
+    if executor is not None and executor.shards > 1 and len(vecs) >= 2 * executor.shards:
+        return ShardedIndex(vecs, kind, executor, **options)
+    return SearchIndex(vecs, kind, **options)
+
+
 class ShardedIndex:
     def __init__(self, vectors: np.ndarray | None, kind: str, executor: Executor,
                  shard_makers: Sequence[tuple[Callable[[], np.ndarray], int]] = (), **options):

@@ -4,26 +4,21 @@ line the summary prints when a probe separates LLM negatives, and ``--no-audit``
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from curate.export.main import ExportOptions, run_export, summary
 from tests.audit import planted
 from tests.helpers import run_curate
-
-
-def _write(path: Path, records) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in records), encoding="utf-8")
-    return path
+from tests.mine_helpers import write_jsonl
 
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("export-audit")
-    return {"tmp": tmp, "closing": _write(tmp / "gen" / "generated.jsonl", planted.closing()),
-            "control": _write(tmp / "mined" / "mined.jsonl", planted.control())}
+    return {"tmp": tmp,
+            "closing": write_jsonl(tmp / "gen" / "generated.jsonl", (r.to_dict() for r in planted.closing())),
+            "control": write_jsonl(tmp / "mined" / "mined.jsonl", (r.to_dict() for r in planted.control()))}
 
 
 def test_the_cli_prints_a_warning_and_the_card_states_the_figures(files):

@@ -34,7 +34,7 @@ from curate.dedup.shingles import word_shingles
 from curate.dedup.shingles import normalize
 from curate.core.records import Negative, Record
 from tests.helpers import SHARED_DATA, assert_one_line_error, read_jsonl, run_curate
-from tests.mine_helpers import HashTeacher
+from tests.mine_helpers import HashTeacher, write_jsonl
 
 SCIFACT = SHARED_DATA / "scifact"
 NFCORPUS = SHARED_DATA / "nfcorpus"
@@ -58,12 +58,6 @@ class WordTeacher(HashTeacher):
         return v / n if n else v
 
 
-def _write(path: Path, records: list[Record]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in records), encoding="utf-8")
-    return path
-
-
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("export-core")
@@ -77,7 +71,7 @@ def data(tmp_path_factory):
         negs = [Negative(text=docs[rng.randrange(len(docs))], level=lv) for lv in (1, 2, 3, 4)]
         generated.append(Record(id=f"gen-{qid}", task_type=family, task=task, query=train.queries[qid],
                                 positive=train.corpus[next(iter(rel))], negatives=negs))
-    gen_path = _write(tmp / "gen" / "filtered.jsonl", generated)
+    gen_path = write_jsonl(tmp / "gen" / "filtered.jsonl", (r.to_dict() for r in generated))
     mined_dir = tmp / "mined"
     run_mine(MineOptions(out=str(mined_dir), data=str(SCIFACT), split="train", method="naive", k=4, limit=240,
                          positive_top=0,
@@ -386,7 +380,7 @@ def test_dev_split_holds_whole_tasks_and_no_query_crosses(data):
     twins = [Record(**{**gen[0].to_dict(), "id": f"twin-{k}", "task_type": family, "task": task,
                        "negatives": gen[0].negatives})  # the same claim asked under every other task
              for k, (family, task, _) in enumerate(TASKS) if task != gen[0].task]
-    path = _write(data["tmp"] / "twin" / "records.jsonl", gen + twins)
+    path = write_jsonl(data["tmp"] / "twin" / "records.jsonl", (r.to_dict() for r in gen + twins))
     rows, report = _export(data["tmp"], [path], "split", curriculum="mgh", dev_fraction=0.15, batch_size=8)
     train = [r for r in rows if r.split == "train"]
     dev = [r for r in rows if r.split == "dev"]
@@ -445,7 +439,7 @@ def test_decontamination_drops_planted_copies_of_scifact_test(data):
              for i, (text, _) in planted.items()]
     extra.append(Record(id="near-miss", task_type="short-long", task="t", query=control, positive="some answer",
                         negatives=[Negative("x")]))
-    path = _write(data["tmp"] / "decon" / "records.jsonl", clean + extra)
+    path = write_jsonl(data["tmp"] / "decon" / "records.jsonl", (r.to_dict() for r in clean + extra))
     rows, report = _export(data["tmp"], [path], "decon-out", decontaminate=(str(SCIFACT),), dev_fraction=0)
     dropped = {d["id"]: d["detail"] for d in read_jsonl(data["tmp"] / "decon-out" / "rejected.jsonl")
                if d["reason"] == "decontaminate"}  # with the evaluation texts each matched

@@ -18,6 +18,7 @@ import pytest
 from curate.export.formats.common import fill_negatives
 from curate.export.rows import ExportRow
 from tests.helpers import assert_one_line_error, read_jsonl, run_curate
+from tests.mine_helpers import write_jsonl
 
 ENV = {"NO_COLOR": "1", "TERM": "dumb", "COLUMNS": "200", "CURATE_DEBUG": ""}
 TOPICS = ["tides", "glaciers", "volcanoes", "honeybees", "lighthouses", "vaccines", "comets", "deserts"]
@@ -33,12 +34,6 @@ def _record(k: int, **fields) -> dict:
                           "doc_id": f"neg-{k}-{j}"} for j in (1, 2, 3)]}
     rec.update(fields)
     return rec
-
-
-def _write(path: Path, records: list[dict]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
-    return path
 
 
 def _same(text: str) -> str:
@@ -73,7 +68,7 @@ def _bad_id(field: str, value: str):
 ])
 def test_an_id_with_a_control_character_is_refused_naming_file_and_line(tmp_path, field, value, needle, fmt):
     records = [_record(0), _bad_id(field, value)(1), _record(2)]
-    src = _write(tmp_path / "in" / "records.jsonl", records)
+    src = write_jsonl(tmp_path / "in" / "records.jsonl", records)
     out = tmp_path / "export"
     proc = run_curate("export", "--in", str(src), "--out", str(out), "--format", fmt, "--dev-fraction", "0",
                       env=ENV)
@@ -101,7 +96,7 @@ def copies(tmp_path_factory):
     recs[1]["negatives"][2]["text"] = "A second  passage that answers rec 1. "
     recs[2]["negatives"] = [{"text": recs[2]["positive"].replace(": ", ":\t"), "level": 1}]
     recs[3]["negatives"][0]["text"] = recs[2]["positive"].replace(" ", "  ")
-    src = _write(tmp / "in" / "records.jsonl", recs)
+    src = write_jsonl(tmp / "in" / "records.jsonl", recs)
     out = tmp / "export"
     proc = run_curate("export", "--in", str(src), "--out", str(out), "--format", "all", "--dev-fraction", "0",
                       "--batch-size", "8", "--negatives-per-row", "all", env=ENV)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import json
 import random
-import re
 
 import pytest
 
@@ -21,6 +20,7 @@ from curate.core.records import Negative, Record
 from curate.filter.base import FilterContext
 from curate.filter.main import funnel, funnel_lines
 from curate.filter.steps.heuristics import heuristics
+from tests.filter.common import four_gram_share
 from tests.helpers import REPO, SHARED_DATA, assert_one_line_error, run_curate
 
 DEMO = REPO / "data" / "demo"
@@ -45,13 +45,6 @@ def run(records, params=None, tmp_path=None):
     ctx.step_name = "heuristics"
     kept = heuristics(records, params or {}, ctx)
     return kept, ctx
-
-
-def four_gram_share(query: str, doc: str) -> float:
-    """Independent of the step: the share of the query's word 4-grams found in the document."""
-    q, d = re.findall(r"\w+", query.lower()), " " + " ".join(re.findall(r"\w+", doc.lower())) + " "
-    grams = {" ".join(q[i:i + 4]) for i in range(len(q) - 3)}
-    return sum(f" {g} " in d for g in grams) / len(grams) if grams else 0.0
 
 
 # --------------------------------------------------------------------------- planted near-copies
@@ -173,7 +166,7 @@ def test_real_queries_are_kept(name, splits, sample, most, tmp_path):
     kept, ctx = run(recs, tmp_path=tmp_path)
     dropped = {d.id: d for d in ctx.rejections}
     assert len(kept) + len(dropped) == len(recs)
-    assert len(dropped) <= most * len(recs), [recs_by.query for recs_by in recs if recs_by.id in dropped]
+    assert len(dropped) <= most * len(recs), [r.query for r in recs if r.id in dropped]
     # the done-when: no kept query with half or more of its word 4-grams in its own passage
     assert all(four_gram_share(r.query, r.positive) < 0.5 for r in kept)
     assert all(d.reason in ("query-copies-positive", "query-copied") for d in dropped.values())

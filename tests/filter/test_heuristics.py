@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import csv
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from curate.filter.base import FilterContext
 from curate.filter.steps.heuristics import heuristics
 from curate.filter.steps.sts_gap import sts_gap
 from curate.core.records import Negative, Record
+from tests.filter.common import four_gram_share
 from tests.helpers import SHARED_DATA
 
 SCIFACT = SHARED_DATA / "scifact"
@@ -108,7 +108,7 @@ def test_clean_scifact_records_pass_untouched(tmp_path):
     # the abstract (one word changed: "decreases" for the abstract's finding) is the copy guard's.
     # Those two are the only things that may fire here.
     copied = {r.id for r in recs if r.query.lower().rstrip(".") in r.positive.lower()}
-    near = {r.id for r in recs if r.id not in copied and _four_gram_share(r.query, r.positive) >= 0.5}
+    near = {r.id for r in recs if r.id not in copied and four_gram_share(r.query, r.positive) >= 0.5}
     assert copied and near  # the corpus really holds such cases (e.g. the LDL-cholesterol claim)
     assert len(near) <= 0.02 * len(recs)  # bench/results/copy-guard.txt: 1.4% of SciFact's claims
     before = {r.id: r.to_dict() for r in recs}
@@ -119,13 +119,6 @@ def test_clean_scifact_records_pass_untouched(tmp_path):
     assert [r.to_dict() for r in kept] == [d for rid, d in before.items() if rid not in gone]
     assert all(r is recs[int(r.id[1:])] for r in kept)
     assert ctx.notes["heuristics"]["records_kept"] == len(recs) - len(gone)
-
-
-def _four_gram_share(query: str, doc: str) -> float:
-    """The share of the query's word 4-grams in the document, written out here on its own."""
-    q, d = re.findall(r"\w+", query.lower()), " " + " ".join(re.findall(r"\w+", doc.lower())) + " "
-    grams = {" ".join(q[i:i + 4]) for i in range(len(q) - 3)}
-    return sum(f" {g} " in d for g in grams) / len(grams) if grams else 0.0
 
 
 def test_clean_with_word_target(tmp_path):

@@ -25,6 +25,7 @@ from curate.llm.cache import RequestCache
 from curate.llm.client import ClientConfig, LLMClient
 from curate.core.records import Negative, Record
 from curate.llm.templates import load_template, render
+from tests.filter.common import recipe_error
 from tests.helpers import scifact_pairs
 
 try:
@@ -412,14 +413,7 @@ def test_query_two_judges_any_low_score_drops(scored, tmp_path):
     ("{min_scor: 7}", "unknown parameter 'min_scor' (did you mean min_score?)"),
 ])
 def test_query_recipe_params_are_checked_at_load(tmp_path, params, needle):
-    from curate.filter.recipe import load_recipe
-
-    path = tmp_path / "r.yaml"
-    path.write_text(f"steps:\n  - judge_query: {params}\n")
-    with pytest.raises(CurateError) as err:
-        load_recipe(str(path))
-    assert needle in str(err.value) and "\n" not in str(err.value)
-    assert str(path) in str(err.value)
+    assert needle in recipe_error(tmp_path / "r.yaml", f"steps:\n  - judge_query: {params}\n")
 
 
 def test_query_recipe_loads_and_needs_a_backend(tmp_path):

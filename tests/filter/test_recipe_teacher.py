@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from curate.core.errors import CurateError
 from curate.filter.recipe import load_recipe
+from tests.filter.common import recipe_error
 from tests.helpers import assert_one_line_error, run_curate
 
 RECORD = ('{"id": "a", "task_type": "short-long", "task": "t", "query": "q", "positive": "p", '
@@ -20,10 +20,8 @@ RECORD = ('{"id": "a", "task_type": "short-long", "task": "t", "query": "q", "po
 ])
 def test_a_teacher_typo_names_the_recipe(tmp_path, model, needle):
     recipe = tmp_path / "r.yaml"
-    recipe.write_text(f"teacher:\n  model: {model}\nsteps:\n  - heuristics: {{}}\n  - teacher_rank: {{}}\n")
-    with pytest.raises(CurateError) as e:
-        load_recipe(str(recipe))
-    assert str(e.value).startswith(f"{recipe}: {needle}")
+    text = f"teacher:\n  model: {model}\nsteps:\n  - heuristics: {{}}\n  - teacher_rank: {{}}\n"
+    assert recipe_error(recipe, text).startswith(f"{recipe}: {needle}")
     inp = tmp_path / "in.jsonl"
     inp.write_text(RECORD)
     proc = run_curate("filter", "--in", str(inp), "--out", str(tmp_path / "f"), "--recipe", str(recipe))

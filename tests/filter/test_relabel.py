@@ -26,6 +26,7 @@ from curate.filter.steps.relabel import Decision, candidates, relabel, relabel_r
 from curate.llm.cache import RequestCache
 from curate.llm.client import ClientConfig, LLMClient
 from curate.llm.templates import load_template, render
+from tests.filter.common import recipe_error
 from tests.helpers import assert_one_line_error, read_jsonl, run_curate, scifact_pairs
 
 try:
@@ -198,11 +199,7 @@ def test_template_renders_in_the_sandbox():
     ("{on_error: keep}", "unknown parameter 'on_error'"),  # relabel always fails closed
 ])
 def test_bad_parameters_are_one_line_at_load(tmp_path, params, needle):
-    path = tmp_path / "r.yaml"
-    path.write_text(f"steps:\n  - relabel: {params}\n")
-    with pytest.raises(CurateError) as err:
-        load_recipe(str(path))
-    assert needle in str(err.value) and "\n" not in str(err.value) and str(path) in str(err.value)
+    assert needle in recipe_error(tmp_path / "r.yaml", f"steps:\n  - relabel: {params}\n")
 
 
 def test_shipped_recipe_loads_with_the_defaults():

@@ -17,15 +17,16 @@ from typing import Any
 import pyarrow as pa
 import yaml
 
+from curate.export.copies import REASON as COPY
 from curate.export.formats.common import atomic_path
 from curate.export.formats.parquet import yaml_features
 
 
 DROP_NOTES = {"duplicate-id": "a record id already read from an earlier --in",
               "batch-repeat": "left over at the end of a split and would repeat a query or positive in its last batch",
-              "negative-equals-positive": "a negative whose text (whitespace normalised) is one of its record's "
-                                          "positives; the record stays without it"}
-NEGATIVE_DROPS = ("negative-equals-positive",)  # drops of one negative, not of its record
+              COPY: "a negative whose text (whitespace normalised) is one of its record's positives; the record "
+                    "stays without it"}
+NEGATIVE_DROPS = (COPY,)  # drops of one negative, not of its record
 
 
 def build_card(*, rows: list, sources: list, decontamination: list[dict[str, Any]], dropped: Counter,

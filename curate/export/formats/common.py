@@ -209,18 +209,24 @@ class IdTable:
     def assign(self, text: str, preferred: str | None = None) -> str:
         given = None if preferred in (None, "") else str(preferred)
         key = same_text(text)
-        if self.ids_per_text == "given" and given is not None and same_text(self.by_id.get(given, text)) == key:
+        if self.ids_per_text == "given" and given is not None and not self._taken(given, key):
             self.by_id.setdefault(given, text)  # two sources asking the same question keep both their ids
             self.by_text.setdefault(key, given)
             return given
         if key in self.by_text:
             return self.by_text[key]
         ident = str(preferred) if preferred not in (None, "") else stable_id(self.kind, text)
-        if same_text(self.by_id.get(ident, text)) != key:
+        if self._taken(ident, key):
             ident = stable_id(self.kind, text)
         self.by_text[key] = ident
         self.by_id[ident] = text
         return ident
+
+    def _taken(self, ident: str, key: str) -> bool:
+        """``ident`` already names another text (``key``: this text's ``same_text``); the held
+        text is normalised only when there is one."""
+        held = self.by_id.get(ident)
+        return held is not None and same_text(held) != key
 
     def items(self) -> list[tuple[str, str]]:
         """(id, text) in first-seen order."""

@@ -44,7 +44,7 @@ from typing import Any
 from curate.core.errors import CurateError
 from curate.core.params import schema_from_defaults
 from curate.filter.base import keep_negatives, merge_params, FilterContext, register
-from curate.dedup.shingles import char_shingles, normalize, words
+from curate.dedup.shingles import char_shingles, normalize, word_ngrams, words
 from curate.core.records import Negative, Record
 
 DEFAULT_SELF_EXPLANATION_PATTERNS = [
@@ -154,25 +154,19 @@ def copy_ngram_for(n_words: int, ngram: int) -> int:
     return max(2, min(ngram, n_words - 1))
 
 
-def ngrams(tokens: list[str], n: int) -> set[tuple[str, ...]]:
-    return {tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)}
-
-
-def with_title(text: str, title: str | None) -> str:
-    """The document as the copy guard reads it: its title first, unless the text already begins
-    with it (a document read from a corpus with titles holds it there, ``positive_title`` beside)."""
-    if title and title.strip() and not normalize(text).startswith(normalize(title)):
-        return f"{title} {text}"
-    return text
-
-
 class CopyGuard:
     """Containment in one document (a record's positive with its title): the share of a text's
     distinct word n-grams, normalised as ``curate.dedup.shingles`` does, that occur in it. The
-    document's n-gram sets are built once per n."""
+    document is split into words once and its n-gram sets built once per n.
 
-    def __init__(self, document: str, ngram: int = 4):
+    ``title`` goes in front of the document's words, unless the document already begins with it
+    (a document read from a corpus with titles holds it there, ``positive_title`` beside)."""
+
+    def __init__(self, document: str, ngram: int = 4, title: str | None = None):
         self.tokens, self.ngram = words(document), ngram
+        head = words(title or "")
+        if head and not " ".join(self.tokens).startswith(" ".join(head)):  # normalize(document), as text
+            self.tokens = head + self.tokens
         self._sets: dict[int, set] = {}
 
     def share(self, text: str, min_words: int = COPY_MIN_WORDS) -> tuple[float, int] | None:
@@ -182,8 +176,8 @@ class CopyGuard:
             return None
         n = copy_ngram_for(len(tokens), self.ngram)
         if n not in self._sets:
-            self._sets[n] = ngrams(self.tokens, n)
-        grams = ngrams(tokens, n)
+            self._sets[n] = word_ngrams(self.tokens, n)
+        grams = word_ngrams(tokens, n)
         return len(grams & self._sets[n]) / len(grams), n
 
 
@@ -282,7 +276,7 @@ def heuristics(records: list[Record], params: dict[str, Any], ctx: FilterContext
         negatives_in += len(rec.negatives)
         guard = None
         if copy_cut is not None and family not in guard_exempt and isinstance(rec.positive, str):
-            guard = CopyGuard(with_title(rec.positive, rec.positive_title), copy_n)
+            guard = CopyGuard(rec.positive, copy_n, rec.positive_title)
 
         # ---- record-level: the query and the positive
         fault = (
@@ -292,7 +286,7 @@ def heuristics(records: list[Record], params: dict[str, Any], ctx: FilterContext
                 check.length_fault(rec.positive, requested, "positive"))
             or check.copy_fault(rec.positive, norm_query, query_words, "positive")
             or (guard_fault(guard, rec.query, "query-copies-positive", "query", query_min, copy_cut)
-                if guard and query_min is not None else None)
+                if guard is not None and query_min is not None else None)
             or check.explanation_fault(rec.positive, "positive")
         )
         if fault is not None:

@@ -181,9 +181,8 @@ class CallLog:
     deciding the data: every failed call would otherwise turn into a drop (or, in relabel, an
     unjudged negative) and the run would end well with nothing judged.
 
-    ``add`` only counts (it runs inside the calls' tasks); the loop that collects results calls
-    ``check(done=False)`` after each one, so the run stops there and the calls still in flight
-    are cancelled with it."""
+    ``add`` only counts (it runs inside the calls' tasks); ``collect`` runs the work and checks
+    after each result, so the run stops there and the calls still in flight are cancelled with it."""
 
     def __init__(self, step: str):
         self.step = step
@@ -210,6 +209,16 @@ class CallLog:
                                         f"or the judge's api_key) and what it may use, then run again")
             elif self.failed[server] == self.calls[server] >= EARLY_CALLS:
                 self.stop = self._broken(server)
+
+    async def collect(self, targets: list, work, concurrency: int) -> dict:
+        """``work(target)`` for every target, ``concurrency`` at once, by target: the one loop every
+        judging step runs, so each stops at the first stop found and checks the share at the end."""
+        results = {}
+        async for target, result in bounded(targets, work, concurrency):
+            self.check(done=False)
+            results[target] = result
+        self.check()
+        return results
 
     def check(self, done: bool = True) -> None:
         """Raise the stop found so far; with ``done`` (every call is in) also when a server failed
@@ -346,7 +355,6 @@ async def _judge_positives(step: str, ctx: FilterContext, records: list[Record],
                            judges: list[Judge], task: LLMTask[Verdict], p: dict[str, Any]) -> dict[int, list[Verdict]]:
     """Every judge's answer on each target record's positive (by record index), concurrently;
     stops the run (before any record is decided) when a judge is broken."""
-    results: dict[int, list[Verdict]] = {}
     log = CallLog(step)
     async with open_clients(step, ctx, judges) as clients:
         async def work(i: int) -> list[Verdict]:
@@ -354,10 +362,7 @@ async def _judge_positives(step: str, ctx: FilterContext, records: list[Record],
             return await ask_judges(log, judges, clients, task, rec, rec.positive,
                                     lambda judge: derive_seed(p["seed"], step, rec.id, judge.name))
 
-        async for i, verdicts in bounded(targets, work, p["concurrency"]):
-            log.check(done=False)
-            results[i] = verdicts
-    log.check()
+        results = await log.collect(targets, work, p["concurrency"])
     ctx.note(**log.note())
     return results
 
@@ -466,8 +471,6 @@ async def judge_answerable(records: list[Record], params: dict[str, Any], ctx: F
     judges = parse_judges(step, p["judges"])
     task = verdict_task(p["template"], ANSWER_VERDICTS, p["prompt_dirs"])
     task.check()
-    # per record: verdicts for the positive, then (only if the positive passed) per negative
-    results: dict[int, tuple[list[Verdict], list[list[Verdict]] | None]] = {}
     log = CallLog(step)
 
     async with open_clients(step, ctx, judges) as clients:
@@ -480,7 +483,8 @@ async def judge_answerable(records: list[Record], params: dict[str, Any], ctx: F
                 return False
             return not (p["on_error"] == "drop" and any(v.error is not None for v in verdicts))
 
-        async def work(i: int):
+        async def work(i: int) -> tuple[list[Verdict], list[list[Verdict]] | None]:
+            """Verdicts for the positive, then (only if the positive passed) per negative."""
             rec = records[i]
             pos = await judge_text(rec, 0, rec.positive)
             if not positive_passes(pos):
@@ -488,10 +492,7 @@ async def judge_answerable(records: list[Record], params: dict[str, Any], ctx: F
             negs = await asyncio.gather(*(judge_text(rec, k + 1, n.text) for k, n in enumerate(rec.negatives)))
             return pos, list(negs)
 
-        async for i, res in bounded(targets, work, p["concurrency"]):
-            log.check(done=False)
-            results[i] = res
-    log.check()
+        results = await log.collect(targets, work, p["concurrency"])
     ctx.note(**log.note())
 
     def named(verdicts: list[Verdict]) -> dict[str, str]:

@@ -111,9 +111,14 @@ def _number(x: Any) -> float | None:
     return float(x)
 
 
+def teacher_margin(rec: Record) -> float | None:
+    """The record's teacher margin when it is a finite number (``semantic_dedup`` ranks by it too)."""
+    return _number(rec.teacher.margin) if rec.teacher is not None else None
+
+
 def record_margin(rec: Record) -> tuple[int, float]:
     """(tier, margin): tier 2 = teacher margin, 1 = generator margin, 0 = neither (margin 0)."""
-    m = _number(rec.teacher.margin) if rec.teacher is not None else None
+    m = teacher_margin(rec)
     if m is not None:
         return 2, m
     pos = _number(rec.positive_score)
@@ -168,8 +173,8 @@ def minhash(records: list[Record], params: dict[str, Any], ctx: FilterContext) -
     p = _params(params)
     num_perm, seed = p["num_perm"], p["seed"]
     alive = list(records)
-    # best first; ties (and everything under keep: first) by input position, said here rather
-    # than left to how a group happens to be visited
+    # best first; ties (and everything under keep: first) by input position, the order in which
+    # resolve_group breaks ties anyway: written out so the keep rule reads whole here
     if p["keep"] == "margin":
         def rank(i: int) -> tuple[int, float, int]:
             tier, m = margins[i]

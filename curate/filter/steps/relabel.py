@@ -46,7 +46,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from curate.core.asyncrun import bounded
 from curate.core.errors import CurateError
 from curate.core.params import schema_from_defaults
 from curate.core.records import Positive, Record
@@ -234,7 +233,6 @@ async def _decide(ctx: FilterContext, records: list[Record], todo: dict[int, lis
                   cascade: Judge | None, task, p: dict[str, Any], log: CallLog) -> dict[int, list[Decision]]:
     """Every candidate's decision, by record index: the judges first, the cascade on the unsure and
     unjudged. ``log`` counts the calls and stops the run when a judge is broken."""
-    results: dict[int, list[Decision]] = {}
     async with open_clients(STEP, ctx, judges + ([cascade] if cascade is not None else [])) as clients:
         async def verdicts(rec: Record, k: int, tier_judges: list[Judge], tier_clients: list, tier: int):
             return await ask_judges(log, tier_judges, tier_clients, task, rec, rec.negatives[k].text,
@@ -259,11 +257,7 @@ async def _decide(ctx: FilterContext, records: list[Record], todo: dict[int, lis
                     d.errors[cascade.name] = short_error(v.error)
             return decisions
 
-        async for i, decisions in bounded(list(todo), work, p["concurrency"]):
-            log.check(done=False)  # a broken judge stops the run here, cancelling the calls in flight
-            results[i] = decisions
-    log.check()
-    return results
+        return await log.collect(list(todo), work, p["concurrency"])
 
 
 def qrels_report(records: list[Record], decided: dict[int, list[Decision]], qrels: dict[str, dict[str, int]],

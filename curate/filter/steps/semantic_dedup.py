@@ -69,14 +69,6 @@ def _check(params: dict) -> SemanticDedupParams:
     return p
 
 
-def _margin(rec: Record) -> tuple[int, float]:
-    """(1, teacher margin) where the record carries one, else (0, 0)."""
-    m = rec.teacher.margin if rec.teacher is not None else None
-    if isinstance(m, (int, float)) and not isinstance(m, bool) and math.isfinite(m):
-        return 1, float(m)
-    return 0, 0.0
-
-
 def _vectors(records: list[Record], name: str, teacher) -> np.ndarray:
     """The field's vectors, each text encoded with the prompt the teacher steps give it."""
     from curate.llm.taskspec import is_symmetric
@@ -95,16 +87,6 @@ def _vectors(records: list[Record], name: str, teacher) -> np.ndarray:
     return out
 
 
-def _index(vecs: np.ndarray, executor):
-    """A flat index here, or one shard per Ray worker as ``curate mine`` builds it."""
-    from curate.negatives.search import SearchIndex
-    from curate.negatives.sharded import ShardedIndex
-
-    if executor is not None and executor.shards > 1 and len(vecs) >= 2 * executor.shards:
-        return ShardedIndex(vecs, "flat", executor)
-    return SearchIndex(vecs, "flat")
-
-
 def similar_pairs(vecs: np.ndarray, threshold: float, k: int = 10, batch: int = 4096,
                   executor=None) -> tuple[dict[tuple[int, int], float], dict]:
     """Every pair of rows ``(i, j)``, ``i < j``, whose inner product is >= ``threshold``, with it;
@@ -112,7 +94,9 @@ def similar_pairs(vecs: np.ndarray, threshold: float, k: int = 10, batch: int = 
     again deeper, so no pair is missed."""
     n = len(vecs)
     found_i, found_j, found_s = [], [], []
-    index = _index(vecs, executor)
+    from curate.negatives.sharded import build_index
+
+    index = build_index(vecs, "flat", executor)  # one shard per Ray worker, as curate mine searches
     try:
         for a in range(0, n, batch):
             rows = np.arange(a, min(n, a + batch))
@@ -144,14 +128,15 @@ def similar_pairs(vecs: np.ndarray, threshold: float, k: int = 10, batch: int = 
 @register("semantic_dedup", SemanticDedupParams, _check)
 def semantic_dedup(records: list[Record], params, ctx: FilterContext) -> list[Record]:
     from curate.dedup.minhash import union_find_groups
+    from curate.filter.steps.minhash import teacher_margin
 
     p = _check(params)
     thr = float(p.threshold)
     alive = list(records)
-    if p.keep == "margin":
+    if p.keep == "margin":  # the teacher margin only: no generator margin, unlike minhash's tiers
         def rank(i: int):
-            has, m = _margin(alive[i])
-            return -has, -m, i
+            m = teacher_margin(alive[i])
+            return m is None, -(m or 0.0), i
     else:
         def rank(i: int):
             return i

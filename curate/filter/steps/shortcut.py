@@ -25,12 +25,12 @@ from typing import Literal
 
 import numpy as np
 
-from curate.audit.origin import CORPUS, LLM, negative_origin, positives_with_origin
+from curate.audit.compare import ALL, AuditOptions, Comparison, by_origin
 from curate.core.params import check_params
 from curate.core.records import stable_id
 from curate.filter.base import keep_negatives, register
 
-MIN_TEXTS = 10  # distinct texts a side below which nothing is probed
+MIN_TEXTS = AuditOptions.min_texts  # distinct texts a side below which nothing is probed, as in the audit
 
 
 @dataclass
@@ -46,20 +46,15 @@ class ShortcutParams:
 
 
 def _sides(records, against: str) -> tuple[str, list[str], list[str]]:
-    """(the side chosen, the texts the negatives are told from, the candidate negatives' texts)."""
-    corpus = [t for r in records for t, o in positives_with_origin(r) if o == CORPUS]
-    corpus += [n.text for r in records for n in r.negatives if negative_origin(n) == CORPUS]
-    llm = [n.text for r in records for n in r.negatives if negative_origin(n) == LLM]
+    """(the side chosen, the texts the negatives are told from, the candidate negatives' texts):
+    the audit's sides (``by_origin``, ``Comparison.of``), so the step removes what it warns of."""
+    pos, negs, corpus, llm = by_origin(records)
+    vs_corpus = Comparison.of("llm_vs_corpus", ALL, ALL, corpus, [(t, o) for t, o, _ in llm])
     if against == "auto":
-        against = "corpus" if len(set(corpus) - set(llm)) >= MIN_TEXTS and llm else "positives"
-    if against == "corpus":
-        a, b = corpus, llm
-    else:
-        a = [t for r in records for t, _ in positives_with_origin(r)]
-        b = [n.text for r in records for n in r.negatives]
-    a, b = list(dict.fromkeys(a)), list(dict.fromkeys(b))
-    both = set(a) & set(b)
-    return against, [t for t in a if t not in both], [t for t in b if t not in both]
+        against = "corpus" if len(vs_corpus.a) >= MIN_TEXTS and llm else "positives"
+    sides = vs_corpus if against == "corpus" else \
+        Comparison.of("positive_vs_negative", ALL, ALL, pos, [(t, o) for t, o, _ in negs])
+    return against, sides.a, sides.b
 
 
 def _sample(texts: list[str], cap: int, seed: int, side: str) -> list[str]:

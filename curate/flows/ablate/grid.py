@@ -162,11 +162,11 @@ def _arm(path: Path, name: str, spec: Any) -> Arm:
     if arm.filter is not None and not isinstance(arm.filter, str):
         raise CurateError(f"{where}: filter must be a recipe name or file")
     if kind == "curate":
-        _stage_checks(path, where, arm)
+        _stage_checks(where, arm)
     return arm
 
 
-def _stage_checks(path: Path, where: str, arm: Arm) -> None:
+def _stage_checks(where: str, arm: Arm) -> None:
     """The arm's options through the very checks its stages run before they start (mine's preset
     knobs and ranges, export's curriculum and negatives per row, the filter recipe), so a value a
     stage would refuse stops the grid now, named by the grid file and the arm, not when that arm's
