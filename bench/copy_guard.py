@@ -34,8 +34,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from curate.datasets.corpus import doc_text
+from curate.dedup.copies import COPY_MIN_WORDS, containment
 from curate.dedup.shingles import normalize
-from curate.filter.steps.heuristics import COPY_MIN_WORDS, DEFAULTS, containment
+from curate.filter.steps.heuristics import DEFAULTS
 
 THRESHOLDS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 DATASETS = ("scifact", "nq-utd", "nfcorpus")

@@ -121,6 +121,6 @@ def load_beir(folder: str | Path, split: str | None = "test", qrels: str | Path 
             raise CurateError(f"{folder / 'queries.jsonl'}:{lineno}: a query line needs '_id' and 'text'")
         queries[str(obj["_id"])] = obj["text"]
     data = BeirData(corpus=corpus, queries=queries, titles={e.id: e.title for e in entries if e.title})
-    if qrels_path is not None:
-        data.qrels = read_qrels(qrels_path, corpus, queries, data.dropped)
+    if qrels_path is not None and queries:  # no queries: the caller names queries.jsonl (require_queries),
+        data.qrels = read_qrels(qrels_path, corpus, queries, data.dropped)  # not every qrels line as dropped
     return data

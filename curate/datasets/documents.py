@@ -28,7 +28,7 @@ from pathlib import Path
 from curate.core.errors import CurateError
 from curate.core.jsonl import atomic_write_jsonl
 from curate.core.records import UNSAFE_ID_CHARS
-from curate.datasets.corpus import read_corpus_entries
+from curate.datasets.corpus import doc_text, read_corpus_entries
 
 TEXT_SUFFIXES = (".txt", ".md", ".html", ".htm")
 HTML_SUFFIXES = (".html", ".htm")
@@ -46,6 +46,11 @@ class Passage:
     text: str  # whitespace normalised to single spaces
     source: str  # path relative to the input; for JSONL "file.jsonl:LINE"
     k: int  # the passage's place in its document, from 0
+
+    def joined(self) -> str:
+        """The passage as a corpus reader gives it back from ``Documents.write_corpus``'s file
+        (title before text): the positive a record keeps and the text a teacher encodes."""
+        return doc_text({"title": self.title, "text": self.text})
 
 
 @dataclass(frozen=True)
@@ -234,7 +239,14 @@ _UNSAFE_NAME = re.compile(f"[{UNSAFE_ID_CHARS}\ud800-\udfff]")
 
 
 def _escape(m: re.Match) -> str:
-    return "".join(f"%{b:02X}" for b in m.group().encode("utf-8", "surrogateescape"))
+    """A file name's undecodable byte comes back as its byte; any other lone surrogate (a JSON id
+    may spell one, ``"\\ud800"``) as the three bytes UTF-8 would give it, never an error."""
+    char = m.group()
+    try:
+        raw = char.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raw = char.encode("utf-8", "surrogatepass")
+    return "".join(f"%{b:02X}" for b in raw)
 
 
 def _doc_id(rel: str) -> str:

@@ -79,6 +79,7 @@ class FilterContext:
     clients: dict[str, Any] = field(default_factory=dict)  # LLM clients opened this run, by backend
     stack: Any = None  # the run's AsyncExitStack: clients stay open until the last step is done
     executor: Any = None  # the run's Executor: a global step may run in stages on it (minhash)
+    prompt_dirs: tuple[str, ...] = ()  # --prompts-dir: searched after a judge's own prompt_dirs
     _teacher: Any = None
 
     @property

@@ -77,11 +77,12 @@ class FilterOptions:
         "help": "Real documents (JSONL with 'text', BEIR corpus.jsonl works) added to the teacher's ranking pool."})
     llm: LLMOptions = field(default_factory=LLMOptions)  # the judges' backend
     # Offered like every LLM command's options, but unused: a filter's draws follow its recipe
-    # (the steps' own ``seed``), so neither changes a run.
+    # (the steps' own ``seed``), so it changes no run.
     seed: int = field(default=0, metadata={"fingerprint": False, "help": "Seed for every per-item draw."})
     prompts_dirs: tuple[str, ...] = field(default=(), metadata={
-        "fingerprint": False, "flag": "--prompts-dir", "path": "dir",
-        "help": "Extra folder of Jinja templates, searched before the shipped prompts/."})
+        "flag": "--prompts-dir", "path": "dir",
+        "help": "Extra folder of Jinja templates for the judge steps, searched after a step's own prompt_dirs "
+                "and before the shipped prompts/."})
     executor: Executor = field(default_factory=Executor, metadata={  # where per-record (map) steps run
         "help_vars": {"what": "the per-record steps (heuristics, judges, sts_gap) and the teacher's encoding",
                       "unit": "shards"}})
@@ -104,22 +105,24 @@ def run_filter(opts: FilterOptions) -> dict[str, Any]:
         raise CurateError(f"{in_path}: no records")
     params = {"recipe": recipe.name, "steps": [{"step": c.name, **c.params} for c in recipe.steps],
               "teacher": teacher, "query_prompt": query_prompt, "doc_prompt": doc_prompt,
-              "executor": {"kind": opts.executor.kind, "shards": opts.executor.shards}}
+              "executor": {"kind": opts.executor.kind, "shards": opts.executor.shards},
+              **({"prompts_dirs": list(opts.prompts_dirs)} if opts.prompts_dirs else {})}
     with open_run("filter", out_dir, params, [in_path, recipe.path, corpus_path],
                   writes=(FILTERED, REJECTED, REPORT, LEGACY_REPORT)) as run:
         return _filter(records, in_path, out_dir, run, recipe, teacher, query_prompt, doc_prompt, corpus_path,
-                       llm_opts, started, opts.executor, opts.plots)
+                       llm_opts, started, opts.executor, opts.plots, tuple(opts.prompts_dirs))
 
 
 def _filter(records, in_path: Path, out_dir: Path, run, recipe, teacher, query_prompt, doc_prompt, corpus_path,
-            llm_opts: LLMOptions, started: float, executor: Executor, plots: bool = True) -> dict[str, Any]:
+            llm_opts: LLMOptions, started: float, executor: Executor, plots: bool = True,
+            prompt_dirs: tuple[str, ...] = ()) -> dict[str, Any]:
     corpus = [text for _, text in read_corpus(corpus_path)] if corpus_path else []
     teacher_cfg = dict(recipe.teacher)
     for key, value in (("model", teacher), ("query_prompt", query_prompt), ("doc_prompt", doc_prompt)):
         if value is not None:
             teacher_cfg[key] = value
     ctx = FilterContext(out_dir=out_dir, executor=executor, teacher_factory=_teacher_factory(teacher_cfg, executor),
-                        llm_factory=_judge_factory(llm_opts, out_dir), corpus=corpus)
+                        llm_factory=_judge_factory(llm_opts, out_dir), corpus=corpus, prompt_dirs=prompt_dirs)
     unique, dup_row = _first_copies(records, ctx)
     kept, rows = run_steps(unique, recipe, ctx, executor)
     rows = dup_row + rows

@@ -80,16 +80,18 @@ class _Shard:
     fns: tuple
     out_dir: Path
     llm_factory: Any
+    prompt_dirs: tuple[str, ...] = ()
 
     def __call__(self, records: list[Record]) -> tuple[list[Record], list[Drop], list[dict[str, Any]]]:
-        ctx = FilterContext(out_dir=self.out_dir, llm_factory=self.llm_factory)
+        ctx = FilterContext(out_dir=self.out_dir, llm_factory=self.llm_factory, prompt_dirs=self.prompt_dirs)
         kept, rows = asyncio.run(_run_steps(records, self.steps, ctx, self.fns))
         return kept, ctx.rejections, rows
 
 
 def _sharded(records: list[Record], steps: list, ctx: FilterContext, executor: Executor
              ) -> tuple[list[Record], list[dict[str, Any]]]:
-    shard = _Shard(steps, tuple(STEPS.get(cfg.name).fn for cfg in steps), ctx.out_dir, ctx.llm_factory)
+    shard = _Shard(steps, tuple(STEPS.get(cfg.name).fn for cfg in steps), ctx.out_dir, ctx.llm_factory,
+                   ctx.prompt_dirs)
     results = map_shards(shard, split(records, executor.shards), executor)
     kept = [r for shard_kept, _, _ in results for r in shard_kept]
     rows = []

@@ -133,14 +133,16 @@ def stages(opts: PipelineOptions, llm: LLMOptions, out: Path) -> list[tuple[Stag
         (GENERATE, GenerateOptions(out=str(gen), corpus=opts.docs, n=opts.n, seed=opts.seed, llm=llm,
                                    tasks=(opts.task,), prompts_dirs=tuple(opts.prompts_dirs))),
         (FILTER, FilterOptions(inp=str(GENERATE.path(gen)), out=str(out / FILTER.name), corpus=corpus, llm=llm,
-                               recipe=opts.recipe, teacher=opts.teacher, plots=opts.plots)),
+                               recipe=opts.recipe, teacher=opts.teacher, plots=opts.plots,
+                               prompts_dirs=tuple(opts.prompts_dirs))),
         (MINE, MineOptions(out=str(out / MINE.name), records=str(FILTER.path(out / FILTER.name)), corpus=corpus,
                            teachers=(opts.teacher,) if opts.teacher else (), seed=opts.seed, plots=opts.plots)),
     ]
     if opts.relabel:
         relabel = dataclasses.replace(FILTER, name=RELABEL)
         steps.append((relabel, FilterOptions(inp=str(MINE.path(out / MINE.name)), out=str(out / RELABEL),
-                                             recipe=RELABEL, llm=llm, plots=opts.plots)))
+                                             recipe=RELABEL, llm=llm, plots=opts.plots,
+                                             prompts_dirs=tuple(opts.prompts_dirs))))
     last_stage, last_opts = steps[-1]
     steps.append((EXPORT, ExportOptions(inputs=(str(last_stage.path(last_opts.out)),), out=str(out / EXPORT.name),
                                         formats=tuple(opts.formats), seed=opts.seed, license=opts.license)))

@@ -39,7 +39,6 @@ def passage_bundles(passages: Sequence[Passage], seeds: Sequence[Passage], sizes
                     teacher=None) -> dict[str, list[Passage]]:
     """Per seed passage id: the seed, then its nearest passages, ``bundle_size`` in all (fewer
     when the collection has too few passages that do not overlap the seed)."""
-    from curate.generate.from_corpus import passage_text
     from curate.negatives.search import top_k
 
     if teacher is None:
@@ -47,7 +46,7 @@ def passage_bundles(passages: Sequence[Passage], seeds: Sequence[Passage], sizes
 
         teacher = Teacher()
     index = {p.id: i for i, p in enumerate(passages)}
-    vectors = teacher.encode_docs([passage_text(p) for p in passages])
+    vectors = teacher.encode_docs([p.joined() for p in passages])
     want = {s.id: bundle_size(s, sizes, seed) for s in seeds}
     # a few spare neighbours for those passed over; a bundle is small, so this stays cheap
     k = min(len(passages), max(want.values(), default=1) + 8)

@@ -20,7 +20,6 @@ from typing import Any
 
 from curate.core.errors import CurateError
 from curate.core.records import Record, Task, stable_id
-from curate.datasets.corpus import doc_text
 from curate.datasets.documents import Documents, Passage
 from curate.core.progress import RunStats
 from curate.llm.taskspec import TaskSpec
@@ -28,11 +27,6 @@ from curate.llm.taskspec import TaskSpec
 from curate.generate.examples import Item, make_item, pinned_parts
 
 FAMILY = "from-corpus"
-
-
-def passage_text(p: Passage) -> str:
-    """The passage as ``read_corpus`` gives it back from ``Documents.write_corpus``'s file."""
-    return doc_text({"title": p.title, "text": p.text})
 
 
 def sample_passages(docs: Documents, n: int | None, seed: int) -> list[Passage]:
@@ -85,15 +79,15 @@ def corpus_items(spec: TaskSpec, docs: Documents, n: int | None, tasks: Sequence
         bundles = passage_bundles(docs.passages, passages, spec.bundle, seed)
     items = []
     for p in passages:
-        text = passage_text(p)
+        text = p.joined()
         meta = {"passage": {"id": p.id, "doc_id": p.doc_id, "source": p.source, "k": p.k}}
         given = {"positive": text, "positive_id": p.id, **({"positive_title": p.title} if p.title else {})}
         key: tuple = ("passage", p.id, text)
         if spec.bundle:
             others = bundles[p.id][1:]
-            given["positives"] = [{"text": passage_text(o), "doc_id": o.id, **({"title": o.title} if o.title else {})}
+            given["positives"] = [{"text": o.joined(), "doc_id": o.id, **({"title": o.title} if o.title else {})}
                                   for o in others]
-            given["passages"] = [text, *(passage_text(o) for o in others)]
+            given["passages"] = [text, *(o.joined() for o in others)]
             meta["bundle"] = [p.id, *(o.id for o in others)]
             key += tuple(o.id for o in others)
         items.append(make_item(spec, passage_task(p, tasks), key, seed, pinned, given=given, meta=meta))
@@ -132,7 +126,7 @@ def extracted_records(passages: Sequence[Passage], how: str, task: str) -> list[
         if not query:
             continue
         out.append(Record(id=stable_id(FAMILY, how, p.id), task_type=FAMILY, task=task, query=query,
-                          positive=passage_text(p), positive_id=p.id, positive_title=p.title or None,
+                          positive=p.joined(), positive_id=p.id, positive_title=p.title or None,
                           meta={"passage": {"id": p.id, "doc_id": p.doc_id, "source": p.source, "k": p.k},
                                 "query_from": how}))
     return out

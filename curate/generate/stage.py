@@ -83,6 +83,11 @@ class GenerateOptions(StageOptions):
         "help": "Real (query, positive) pairs (JSONL of {\"query\", \"positive\"}, or a BEIR folder): "
                 "ask only for 4 graded negatives per pair; implies --task from-pairs."})
     split: str = field(default="train", metadata={"help": "Qrels split of a BEIR folder given to --from-pairs."})
+    copy_retries: int = field(default=0, metadata={  # 0: 2 trained no better on SciFact and NQ-UTD
+        "min": 0, "max": 10,
+        "help": "With --from-corpus: ask again, with another seed, up to N times when the model's query copies "
+                "its passage (half or more of its word 4-grams in the passage or its title); the least copying "
+                "answer is kept  [default: 0, the first answer; the filter's copy guard drops copies]."})
     # the user's documents: the model writes a query per sampled passage
     corpus: str | None = field(default=None, metadata={
         "flag": "--from-corpus", "path": "any", "exists": True,
@@ -182,7 +187,7 @@ def generate_stage(opts: GenerateOptions) -> dict[str, Any]:
             items = plan_items(spec, tasks, opts.n or 100, opts.seed, opts.pins, opts.max_chars)
         planned.extend(it.id for it in items)  # planned here, so the finished file can be put in this order
         await generate(spec, items, client, out, stats, opts.pins, opts.prompts_dirs, opts.retry_failed, progress,
-                       opts.max_chars)
+                       opts.max_chars, opts.copy_retries)
 
     extra = {k: v for k, v in asdict(opts).items() if k not in asdict(StageOptions(out=""))}
     return run_llm_stage("generate", opts, one, extra, names,
@@ -337,18 +342,31 @@ def funnel(report: dict[str, Any], folder: Path) -> dict[str, Any]:
     from curate.core.jsonl import read_jsonl
     from curate.core.progress import reason_kind
 
-    ok = sum(1 for _ in read_jsonl(folder / GENERATED)) if (folder / GENERATED).is_file() else 0
+    from curate.dedup.copies import COPY_CONTAINMENT
+
+    ok = asked = left = 0
+    for _, obj in read_jsonl(folder / GENERATED) if (folder / GENERATED).is_file() else ():
+        ok += 1
+        copy = (obj.get("meta") or {}).get("copy") if isinstance(obj, dict) else None
+        if isinstance(copy, dict):  # the query copied its passage and was asked for again
+            asked += 1
+            kept = copy["containment"][copy["kept"]]
+            left += kept is not None and kept >= COPY_CONTAINMENT
     failed = [obj for _, obj in read_jsonl(folder / FAILED)] if (folder / FAILED).is_file() else []
     return {"sampled": report.get("counts", {}).get("requested", ok + len(failed)), "ok": ok, "failed": len(failed),
-            "failure_reasons": dict(Counter(reason_kind(f.get("reason")) for f in failed).most_common())}
+            "failure_reasons": dict(Counter(reason_kind(f.get("reason")) for f in failed).most_common()),
+            "copies_asked_again": asked, "copies_left": left}
 
 
 def funnel_lines(g: dict[str, Any]) -> list[tuple[str, str]]:
     from rich.markup import escape
 
     why = escape(", ".join(f"{k}: {v}" for k, v in g["failure_reasons"].items()))
+    asked, left = g.get("copies_asked_again", 0), g.get("copies_left", 0)
+    copies = (f"; {asked} copied their passage and were asked for again, {left} still copy (the filter's "
+              "copy guard judges them)") if asked else ""
     return [("generate", f"{g['sampled']} passages sampled, {g['ok']} queries written, {g['failed']} failed"
-                         + (f" ({why})" if why else ""))]
+                         + (f" ({why})" if why else "") + copies)]
 
 
 STAGE = Stage("generate", GenerateOptions, generate_stage, reads=("tasks_file", "pairs", "corpus"),

@@ -217,9 +217,9 @@ def _check_not_empty(data, folder: Path, qrels_file: Path) -> None:
     "no queries to mine" sends the user looking in the wrong one)."""
     from curate.datasets.beir import require_queries
 
+    require_queries(data, folder, "no queries to mine")
     if not data.qrels and not data.dropped:
         raise CurateError(f"{qrels_file}: no qrels lines: no queries to mine")
-    require_queries(data, folder, "no queries to mine")
 
 
 def _count_dropped_qrels(inp: MineInput, data, min_relevance: int) -> None:

@@ -497,3 +497,11 @@ def test_control_characters_in_jsonl_ids_are_escaped_too(tmp_path):
     clash = write_jsonl(tmp_path / "clash.jsonl", [{"_id": "a\tb", "text": "x"}, {"_id": "a%09b", "text": "y"}])
     with pytest.raises(CurateError, match=r"clash\.jsonl:2: _id 'a%09b' reads as 'a%09b', as does 'a\\tb'$"):
         read_documents(clash)
+
+
+def test_a_lone_surrogate_in_a_jsonl_id_is_escaped_not_a_crash(tmp_path):
+    path = tmp_path / "s.jsonl"  # JSON may spell a lone surrogate; Python reads it as one
+    path.write_text('{"_id": "a\\ud800b", "text": "x"}\n{"_id": "c\\udcffd", "text": "y"}\n', encoding="utf-8")
+    ids = [p.id for p in read_documents(path).passages]
+    assert ids == ["a%ED%A0%80b#0", "c%FFd#0"]  # U+DCFF is how os spells the byte 0xFF
+    assert all(i.encode("utf-8") for i in ids), "every id can be written as UTF-8"

@@ -20,5 +20,6 @@ def test_an_empty_queries_file_is_named_not_the_qrels(tmp_path):
     assert str(e.value) == f"{beir / 'queries.jsonl'}: no queries in the file: nothing to evaluate"
     proc = run_curate("eval", "--data", str(beir))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last == f"curate: error: {beir / 'queries.jsonl'}: no queries in the file: nothing to evaluate"
+    assert proc.stderr.strip().splitlines() == [
+        f"curate: error: {beir / 'queries.jsonl'}: no queries in the file: nothing to evaluate"], \
+        "one line: no warning that every qrels line was dropped comes before it"

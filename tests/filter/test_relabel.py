@@ -467,3 +467,29 @@ def test_the_cascade_sees_only_what_the_first_judges_left_unsure(tmp_path):
     assert note["first_tier_errors"] == 1 and note["first_tier_disagreements"] == 1 and note["judge_errors"] == 2
     rejected = {r["detail"]["doc_id"]: r["detail"] for r in read_jsonl(tmp_path / "out" / "rejected.jsonl")}
     assert rejected["doc10"]["judges"] == {"a": "unsure", "b": "unsure", "big": "relevant"}
+
+
+def test_prompts_dir_gives_the_judges_a_template_of_your_own(tmp_path):
+    """``filter --prompts-dir`` is searched for a judge's template (after the step's own
+    prompt_dirs, before the shipped prompts/), and a changed folder is a changed run."""
+    recs = [mined(0, [neg(8), neg(9)])]
+    inp = _write(tmp_path / "mined.jsonl", recs)
+    recipe = tmp_path / "one.yaml"
+    recipe.write_text("steps:\n  - relabel: {}\n")
+    own = tmp_path / "mine" / "judge"
+    own.mkdir(parents=True)
+    shipped = load_template("judge/relabel.j2").filename
+    own.joinpath("relabel.j2").write_text("HOUSE STYLE\n" + Path(shipped).read_text(encoding="utf-8"), encoding="utf-8")
+    with fake_llm_server(timeout_sleep=5) as srv:
+        args = ("filter", "--in", str(inp), "--out", str(tmp_path / "out"), "--recipe", str(recipe),
+                "--base-url", srv.base_url, *FAST)
+        env = {"CURATE_CACHE_DIR": str(tmp_path / "cache")}
+        proc = run_curate(*args, env=env)
+        assert proc.returncode == 0, proc.stderr
+        assert not any("HOUSE STYLE" in r.body["messages"][-1]["content"] for r in srv.chat_requests)
+        sent = len(srv.chat_requests)
+        proc = run_curate(*args, "--prompts-dir", str(tmp_path / "mine"), env=env)
+        assert proc.returncode == 0, proc.stderr
+        asked = srv.chat_requests[sent:]
+        assert len(asked) == 2, "the folder changed the run: both candidates judged again"
+        assert all(r.body["messages"][-1]["content"].startswith("HOUSE STYLE") for r in asked)

@@ -20,7 +20,6 @@ import json
 import random
 import statistics
 
-import numpy as np
 import pytest
 
 from curate.core.errors import CurateError
@@ -200,6 +199,7 @@ def test_shipped_recipe_runs_heuristics_minhash_round_trip():
     assert [s.name for s in recipe.steps] == ["heuristics", "minhash", "round_trip"]
     assert "query" in recipe.steps[1].params["fields"] and "positive" not in recipe.steps[1].params["fields"]
     assert recipe.teacher == {"model": None, "query_prompt": None, "doc_prompt": None}
+    assert recipe.steps[0].params == {"copy_containment": 0.5}, "the copy guard is on (docs: Benchmarks)"
 
 
 def _cli_inputs(w, n=14):

@@ -130,7 +130,8 @@ def test_every_stage_writes_its_outputs_and_prints_the_funnel(first):
 
     funnel = json.loads((run / "pipeline.json").read_text())
     assert funnel["stages"] == {s: "ran" for s in STAGES}
-    assert funnel["generate"] == {"sampled": N, "ok": N, "failed": 0, "failure_reasons": {}}
+    assert funnel["generate"] == {"sampled": N, "ok": N, "failed": 0, "failure_reasons": {},
+                                  "copies_asked_again": 0, "copies_left": 0}
     assert funnel["filter"]["records_kept"] == flt["records_kept"]
     assert [(s["step"], s["records_in"], s["records_kept"], s["records_dropped"]) for s in funnel["filter"]["steps"]] \
         == [(s["step"], s["records_in"], s["records_kept"], s["records_dropped"]) for s in flt["steps"]]

@@ -44,7 +44,8 @@ from typing import Any
 from curate.core.errors import CurateError
 from curate.core.params import schema_from_defaults
 from curate.filter.base import keep_negatives, merge_params, FilterContext, register
-from curate.dedup.shingles import char_shingles, normalize, word_ngrams, words
+from curate.dedup.copies import COPY_CONTAINMENT, COPY_MIN_WORDS, COPY_NGRAM, CopyGuard
+from curate.dedup.shingles import char_shingles, normalize
 from curate.core.records import Negative, Record
 
 DEFAULT_SELF_EXPLANATION_PATTERNS = [
@@ -86,17 +87,14 @@ DEFAULTS: dict[str, Any] = {
     "shingle_size": 5,
     # The copy guard: drop a query (or negative) with this share or more of its word n-grams in
     # the positive with its title (null: off); measured in bench/copy_guard.py.
-    "copy_containment": 0.5,
-    "copy_ngram": 4,  # n of the word n-grams; a shorter text uses smaller ones (copy_ngram_for)
+    "copy_containment": COPY_CONTAINMENT,
+    "copy_ngram": COPY_NGRAM,  # n of the word n-grams; a shorter text uses smaller ones (copy_ngram_for)
     # Families whose positive rewords or translates the query by design: no copy guard there.
     "copy_exempt_families": ["sts", "bitext"],
     # ... and where only negatives are exempt: long-short's negatives are labels, which share
     # the correct label's wording by design ("review of a hotel" / "review of a restaurant").
     "copy_exempt_negatives": ["long-short"],
 }
-
-COPY_MIN_WORDS = 4  # a shorter negative is never judged a copy (queries: query_copy_min_words)
-
 
 def _params(params: dict[str, Any] | None) -> dict[str, Any]:
     params = dict(params or {})
@@ -144,46 +142,6 @@ def jaccard(a: set, b: set) -> float:
     if not a and not b:
         return 1.0
     return len(a & b) / len(a | b)
-
-
-def copy_ngram_for(n_words: int, ngram: int) -> int:
-    """The n-gram size for a text of ``n_words`` words: ``ngram``, but at most one less than the
-    words so a short text has at least two n-grams, and never under 2 (single words say nothing
-    about copying). "Question: How vaccines work" (4 words) is judged on 3-grams. Smaller n-grams
-    only make the share larger, so a short query is judged no more leniently than a long one."""
-    return max(2, min(ngram, n_words - 1))
-
-
-class CopyGuard:
-    """Containment in one document (a record's positive with its title): the share of a text's
-    distinct word n-grams, normalised as ``curate.dedup.shingles`` does, that occur in it. The
-    document is split into words once and its n-gram sets built once per n.
-
-    ``title`` goes in front of the document's words, unless the document already begins with it
-    (a document read from a corpus with titles holds it there, ``positive_title`` beside)."""
-
-    def __init__(self, document: str, ngram: int = 4, title: str | None = None):
-        self.tokens, self.ngram = words(document), ngram
-        head = words(title or "")
-        if head and not " ".join(self.tokens).startswith(" ".join(head)):  # normalize(document), as text
-            self.tokens = head + self.tokens
-        self._sets: dict[int, set] = {}
-
-    def share(self, text: str, min_words: int = COPY_MIN_WORDS) -> tuple[float, int] | None:
-        """(containment, n) of ``text``; None for a text under ``min_words`` words."""
-        tokens = words(text)
-        if len(tokens) < max(min_words, 2):
-            return None
-        n = copy_ngram_for(len(tokens), self.ngram)
-        if n not in self._sets:
-            self._sets[n] = word_ngrams(self.tokens, n)
-        grams = word_ngrams(tokens, n)
-        return len(grams & self._sets[n]) / len(grams), n
-
-
-def containment(text: str, document: str, ngram: int = 4, min_words: int = COPY_MIN_WORDS):
-    """(share of ``text``'s word n-grams found in ``document``, n), or None for a short text."""
-    return CopyGuard(document, ngram).share(text, min_words)
 
 
 def guard_fault(guard: CopyGuard, text: str, reason: str, field: str, min_words: int,

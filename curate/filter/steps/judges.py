@@ -429,7 +429,7 @@ async def judge_refute(records: list[Record], params: dict[str, Any], ctx: Filte
         return records
 
     judges = parse_judges(step, p["judges"])
-    task = verdict_task(p["template"], REFUTE_VERDICTS, p["prompt_dirs"])
+    task = verdict_task(p["template"], REFUTE_VERDICTS, [*p["prompt_dirs"], *ctx.prompt_dirs])
     task.check()
     results = await _judge_positives(step, ctx, records, targets, judges, task, p)
 
@@ -469,7 +469,7 @@ async def judge_answerable(records: list[Record], params: dict[str, Any], ctx: F
     positive_fail = set(p["positive_fail"] or [])
     negative_fail = set(p["negative_fail"] or [])
     judges = parse_judges(step, p["judges"])
-    task = verdict_task(p["template"], ANSWER_VERDICTS, p["prompt_dirs"])
+    task = verdict_task(p["template"], ANSWER_VERDICTS, [*p["prompt_dirs"], *ctx.prompt_dirs])
     task.check()
     log = CallLog(step)
 
@@ -574,7 +574,7 @@ async def judge_query(records: list[Record], params: dict[str, Any], ctx: Filter
         return records
 
     judges = parse_judges(step, p["judges"])
-    task = score_task(p["template"], p["prompt_dirs"])
+    task = score_task(p["template"], [*p["prompt_dirs"], *ctx.prompt_dirs])
     task.check()
     results = await _judge_positives(step, ctx, records, targets, judges, task, p)
 

@@ -307,7 +307,7 @@ async def relabel(records: list[Record], params: dict[str, Any], ctx: FilterCont
         ctx.note(**base, candidates=0)
         return records
 
-    task = verdict_task(p["template"], VERDICTS, p["prompt_dirs"])
+    task = verdict_task(p["template"], VERDICTS, [*p["prompt_dirs"], *ctx.prompt_dirs])
     task.check()
     log = CallLog(STEP)
     decided = await _decide(ctx, records, todo, judges, cascade, task, p, log)

@@ -73,19 +73,32 @@ def holdout_split(qids: list[str], share: float) -> tuple[list[str], list[str]]:
 def holdout_data(grid: Grid, work: Path) -> str:
     """A BEIR folder in ``work`` whose ``eval_split`` qrels hold only the held-out queries (every
     judged line of each, non-relevant ones too); corpus and queries are linked, not copied."""
-    from curate.core.jsonl import atomic_write_text
     from curate.datasets.beir import read_qrels
 
     qrels = read_qrels(Path(grid.data) / "qrels" / f"{grid.split}.tsv")
     held = holdout_split(list(qrels), grid.holdout)[1]
-    folder = work / "holdout"
+    lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t{r}" for q in held for d, r in qrels[q].items()]
+    return _beir_view(work / "holdout", grid.data, grid.eval_split, "\n".join(lines) + "\n")
+
+
+def pairs_data(grid: Grid, qrels: Path, work: Path) -> str:
+    """A BEIR folder whose ``split`` qrels are the training queries (``training_qrels``), so
+    ``generate --from-pairs`` reads the same (query, positive) pairs mining would."""
+    return _beir_view(work / "pairs" / qrels.stem, grid.data, grid.split, qrels.read_text())
+
+
+def _beir_view(folder: Path, data: str, split: str, qrels_text: str) -> str:
+    """``data``'s corpus and queries (linked, not copied) with ``qrels_text`` as ``split``'s qrels."""
+    from curate.core.jsonl import atomic_write_text
+
     (folder / "qrels").mkdir(parents=True, exist_ok=True)
     for name in ("corpus.jsonl", "queries.jsonl"):
         link = folder / name
         if not link.exists():
-            link.symlink_to((Path(grid.data) / name).resolve())
-    lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t{r}" for q in held for d, r in qrels[q].items()]
-    atomic_write_text(folder / "qrels" / f"{grid.eval_split}.tsv", "\n".join(lines) + "\n")
+            link.symlink_to((Path(data) / name).resolve())
+    target = folder / "qrels" / f"{split}.tsv"
+    if not target.is_file() or target.read_text() != qrels_text:
+        atomic_write_text(target, qrels_text)
     return str(folder)
 
 
@@ -177,8 +190,9 @@ def arm_stages(grid: Grid, arm: Arm, qrels: Path | None, work: Path) -> list[tup
     From the split's queries: ``mine`` (one set per distinct input and options), then the arm's
     ``filter`` recipe. From the corpus: ``generate`` (``extract`` without an LLM), the recipe
     with the passages as its corpus, then ``mine`` against the same passages; no query of the
-    split is read. The LLM's answers are cached beside the grids (``OUT/llm.sqlite``), so a new
-    budget or grid reuses them."""
+    split is read. With ``queries: pairs``: ``generate --from-pairs`` on the training queries, the
+    recipe and mining against ``data``'s corpus (no mining with ``mine: false``). The LLM's answers
+    are cached beside the grids (``OUT/llm.sqlite``), so a new budget or grid reuses them."""
     from curate.filter.main import STAGE as FILTER, FilterOptions
     from curate.llm.options import LLMOptions
     from curate.mine.main import STAGE as MINE, MineOptions
@@ -193,15 +207,17 @@ def arm_stages(grid: Grid, arm: Arm, qrels: Path | None, work: Path) -> list[tup
             steps.append((FILTER, FilterOptions(inp=str(MINE.path(mined)), out=str(filtered), recipe=arm.filter,
                                                 corpus=str(Path(grid.data) / "corpus.jsonl"), llm=LLMOptions())))
         return steps
-    source, source_opts = _source(grid, arm, work)
+    source, source_opts = _source(grid, arm, qrels, work)
     generated = Path(source_opts.out)
-    corpus = str(source.path(generated, "corpus"))
+    corpus = str(Path(grid.data) / "corpus.jsonl" if getattr(source_opts, "pairs", None) else source.path(generated, "corpus"))
     steps = [(source, source_opts)]
     if arm.filter is not None:
         filtered = work / "filtered" / value_digest({"generated": generated.name, **recipe_key(arm.filter)},
                                                     length=KEY)
         steps.append((FILTER, FilterOptions(inp=str(source.path(generated)), out=str(filtered), recipe=arm.filter,
                                             corpus=corpus, llm=LLMOptions())))
+    if not arm.mined:
+        return steps
     last, last_opts = steps[-1]
     mined = work / "mined" / value_digest({"records": Path(last_opts.out).name, "mine": _mine_key(arm)}, length=KEY)
     steps.append((MINE, _options(MineOptions, arm.mine, out=str(mined), records=str(last.path(last_opts.out)),
@@ -215,12 +231,16 @@ def _options(options: type, given: dict[str, Any], **fixed: Any) -> Any:
     return options(**{**given, **fixed})
 
 
-def _source(grid: Grid, arm: Arm, work: Path) -> tuple[Stage, Any]:
-    """A corpus arm's first stage: ``generate --from-corpus`` on ``data``'s documents, or, with
-    ``queries: title`` / ``first-sentence``, the passages' own titles or first sentences."""
+def _source(grid: Grid, arm: Arm, qrels: Path | None, work: Path) -> tuple[Stage, Any]:
+    """A generate arm's first stage: ``generate --from-corpus`` on ``data``'s documents, or, with
+    ``queries: title`` / ``first-sentence``, the passages' own titles or first sentences, or, with
+    ``queries: pairs``, ``generate --from-pairs`` on the training queries."""
+    from curate.flows.ablate.grid import PAIRS
+
     g = arm.generate
-    folder = str(work / "generated" / value_digest({"data": grid.data, "generate": g}, length=KEY))
-    if g["queries"] != "llm":
+    key = {"data": grid.data, "generate": g, **({"qrels": qrels.name} if g["queries"] == PAIRS else {})}
+    folder = str(work / "generated" / value_digest(key, length=KEY))
+    if g["queries"] not in ("llm", PAIRS):
         return extract_stage(), ExtractOptions(out=folder, corpus=grid.data, n=g["passages"], seed=g["seed"],
                                                queries=g["queries"])
     from curate.generate.stage import STAGE as GENERATE, GenerateOptions
@@ -228,8 +248,11 @@ def _source(grid: Grid, arm: Arm, work: Path) -> tuple[Stage, Any]:
 
     llm = LLMOptions(base_urls=(g["base_url"],) if g["base_url"] else (), model=g["model"],
                      model_path=g["model_path"], cache=str(work.parent / "llm.sqlite"))
-    return GENERATE, GenerateOptions(out=folder, corpus=grid.data, n=g["passages"], seed=g["seed"],
-                                     max_chars=g["max_chars"], llm=llm)
+    source = ({"pairs": pairs_data(grid, qrels, work), "split": grid.split} if g["queries"] == PAIRS
+              else {"corpus": grid.data, "n": g["passages"]})
+    if g.get("copy_retries") is not None:
+        source["copy_retries"] = g["copy_retries"]
+    return GENERATE, GenerateOptions(out=folder, seed=g["seed"], max_chars=g["max_chars"], llm=llm, **source)
 
 
 def arm_records(grid: Grid, arm: Arm, qrels: Path | None, work: Path) -> Path:

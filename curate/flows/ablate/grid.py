@@ -26,11 +26,18 @@ error naming the file and the arm, before anything runs.
       # Promptagator's round trip, then mining against the passages and the export
       from-corpus: {generate: {passages: 300}, filter: from-corpus}
       titles: {generate: {passages: 300, queries: title}, filter: from-corpus}
+      # the split's own (query, positive) pairs with negatives the LLM writes (generate --from-pairs),
+      # exported as they are (mine: false) or with mined negatives added
+      llm-negatives: {generate: {queries: pairs}, mine: false}
+      llm-and-mined: {generate: {queries: pairs}}
 
 An arm with ``generate`` starts from ``data``'s documents only: ``curate generate
 --from-corpus`` (or, with ``queries: title`` / ``first-sentence``, the passage's own title or
 first sentence, the no-LLM baseline), then its ``filter`` recipe with the passages as
-``--corpus``, then ``curate mine --in`` against the same passages, then the export.
+``--corpus``, then ``curate mine --in`` against the same passages, then the export. With
+``queries: pairs`` it starts from the split's training pairs instead (``curate generate
+--from-pairs``: the LLM writes each pair's graded negatives). ``mine: false`` exports a
+``generate`` arm's records without mining.
 """
 
 from __future__ import annotations
@@ -53,7 +60,9 @@ MINE_FIXED = {"out", "data", "split", "qrels", "pairs", "records", "hf", "corpus
 EXPORT_FIXED = {"inputs", "out", "formats", "batch_size", "seed", "dev_fraction"}
 # an arm that starts from the corpus: how many passages, who writes the queries, and the LLM
 GENERATE_KEYS = {"passages": 300, "queries": "llm", "seed": 0, "base_url": None, "model": None,
-                 "model_path": None, "max_chars": None}
+                 "model_path": None, "max_chars": None,
+                 "copy_retries": None}  # None: generate's default (--copy-retries)
+PAIRS = "pairs"  # queries: the split's training pairs, the LLM writes their negatives (no passages sampled)
 ST_OWN = {"positives", "rows"}  # ablate's own keys for the st arm (see arms.st_pairs)
 ST_FIXED = {"dataset", "model", "anchor_column_name", "positive_column_name", "corpus", "output_format",
             "cache_folder", "verbose", "as_triplets", "margin", "use_multi_process", "cross_encoder"}
@@ -81,6 +90,7 @@ class Arm:
     export: dict[str, Any] = field(default_factory=dict)
     st: dict[str, Any] = field(default_factory=dict)
     generate: dict[str, Any] | None = None  # start from the corpus (GENERATE_KEYS), not the split's queries
+    mined: bool = True  # False (``mine: false``): a generate arm's records are exported without mining
 
 
 @dataclass
@@ -137,9 +147,12 @@ def _arm(path: Path, name: str, spec: Any) -> Arm:
     kind = spec.get("kind", "curate")
     if kind not in KINDS:
         raise CurateError(f"{where}: kind {kind!r}: choose {', '.join(KINDS)}")
-    arm = Arm(name=name, kind=kind, mine=_mapping(f"{where} mine", spec.get("mine")),
+    mined = spec.get("mine") is not False
+    arm = Arm(name=name, kind=kind, mine=_mapping(f"{where} mine", spec.get("mine") if mined else None),
               export=_mapping(f"{where} export", spec.get("export")), st=_mapping(f"{where} st", spec.get("st")),
-              filter=_recipe(path, spec.get("filter")), generate=_generate(path, where, spec))
+              filter=_recipe(path, spec.get("filter")), generate=_generate(path, where, spec), mined=mined)
+    if not mined and arm.generate is None:
+        raise CurateError(f"{where}: mine: false needs generate (an arm from the split's queries is made by mining)")
     if kind != "curate" and (arm.mine or arm.export or arm.filter or arm.generate is not None):
         raise CurateError(f"{where}: generate/mine/filter/export options belong to curate arms (kind: curate)")
     if kind != "st" and arm.st:
@@ -197,12 +210,20 @@ def _generate(path: Path, where: str, spec: dict[str, Any]) -> dict[str, Any] | 
     out = {**GENERATE_KEYS, **given}
     from curate.generate.from_corpus import EXTRACTED
 
-    if out["queries"] not in ("llm", *EXTRACTED):
-        raise CurateError(f"{where} generate: queries must be llm, {', '.join(EXTRACTED)} (got {out['queries']!r})")
-    if not _whole(out["passages"]) or out["passages"] < 2:
+    if out["queries"] not in ("llm", *EXTRACTED, PAIRS):
+        raise CurateError(f"{where} generate: queries must be llm, {', '.join(EXTRACTED)} or {PAIRS} "
+                          f"(got {out['queries']!r})")
+    if out["queries"] == PAIRS:
+        if "passages" in given:
+            raise CurateError(f"{where} generate: queries: {PAIRS} takes the split's pairs: passages does not apply "
+                              "(the grid's queries sets how many)")
+        out["passages"] = None
+    elif not _whole(out["passages"]) or out["passages"] < 2:
         raise CurateError(f"{where} generate: passages must be an integer of at least 2")
     if not _whole(out["seed"]):
         raise CurateError(f"{where} generate: seed must be an integer")
+    if out["copy_retries"] is not None and (not _whole(out["copy_retries"]) or not 0 <= out["copy_retries"] <= 10):
+        raise CurateError(f"{where} generate: copy_retries must be an integer from 0 to 10 (or left out: the default)")
     if out["base_url"] is not None and not out["model"]:
         raise CurateError(f"{where} generate: base_url needs model (the name the server serves)")
     if out["model_path"] is not None:

@@ -28,7 +28,7 @@ from typing import Any
 
 from curate.flows.ablate import arms as data
 from curate.flows.ablate import report as rep
-from curate.flows.ablate.grid import Arm, Grid, load_grid
+from curate.flows.ablate.grid import PAIRS, Arm, Grid, load_grid
 from curate.flows.ablate.train import fine_tune
 from curate.core.errors import CurateError
 from curate.core.executor import Executor, map_unordered
@@ -101,8 +101,8 @@ def _data_of(grid: Grid, work: Path, qrels: Path | None, result: dict[str, Any],
         return recorded
     options = result.get("options") or {}
     try:
-        arm = Arm("earlier", mine=dict(options["mine"]), filter=options.get("filter"), export=dict(options["export"]),
-                  generate=options.get("generate"))
+        arm = Arm("earlier", mine=dict(options["mine"] or {}), filter=options.get("filter"),
+                  export=dict(options["export"]), generate=options.get("generate"), mined=options["mine"] is not None)
         folder = data.export_folder(grid, arm, data.records_path(grid, arm, qrels, work), result["seed"], work)
     except (KeyError, TypeError, ValueError, AttributeError):  # options of an older curate, or no qrels
         return None
@@ -170,7 +170,7 @@ def resolved(arm: Arm) -> dict[str, Any]:
     export = {k: v for k, v in asdict(ExportOptions(inputs=(), out="", **arm.export)).items() if k not in skip}
     source = {} if arm.generate is None else {"generate": arm.generate}  # from the corpus, not the split's queries
     recipe = None if arm.filter is None else data.recipe_key(arm.filter)  # what it does, not its name
-    return {"kind": "curate", **source, "mine": mine, "filter": recipe, "export": export}
+    return {"kind": "curate", **source, "mine": mine if arm.mined else None, "filter": recipe, "export": export}
 
 
 def _with_new_defaults(old: Any, defaults: Any) -> Any:
@@ -288,7 +288,8 @@ def run_ablate(opts: AblateOptions) -> dict[str, Any]:
     if grid.holdout:  # evaluate on the split's held-out queries only
         grid.eval_data = data.holdout_data(grid, work)
     # corpus arms read no query of the split: a grid of only those needs no training qrels
-    needs_queries = any(a.kind == "st" or (a.kind == "curate" and a.generate is None) for a in grid.arms)
+    needs_queries = any(a.kind == "st" or (a.kind == "curate" and (a.generate is None or a.generate["queries"] == PAIRS))
+                        for a in grid.arms)
     qrels = data.training_qrels(grid, work) if needs_queries else None
 
     keys = {arm.name: value_digest(resolved(arm), length=data.KEY) for arm in grid.arms}
