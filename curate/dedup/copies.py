@@ -16,6 +16,11 @@ COPY_MIN_WORDS = 4  # a shorter text is never judged a copy (a keyword query sha
 COPY_CONTAINMENT = 0.5  # half or more of a text's n-grams in the document: a copy (bench/copy_guard.py)
 
 
+def is_copy(share: float | None) -> bool:
+    """Whether a containment (None: a text too short to judge) makes the text a copy."""
+    return share is not None and share >= COPY_CONTAINMENT
+
+
 def copy_ngram_for(n_words: int, ngram: int) -> int:
     """The n-gram size for a text of ``n_words`` words: ``ngram``, but at most one less than the
     words so a short text has at least two n-grams, and never under 2 (single words say nothing

@@ -223,7 +223,7 @@ async def _unless_copied(task: LLMTask, client: LLMClient, variables: dict[str, 
     """``first``, or, when its query copies the item's given passage, the first of up to
     ``retries`` answers under other seeds whose query does not, else the valid one that copies
     least; with each answer's containment (None: the first did not copy, nothing was asked)."""
-    from curate.dedup.copies import COPY_CONTAINMENT, CopyGuard
+    from curate.dedup.copies import CopyGuard, is_copy
 
     guard = CopyGuard(item.given["positive"], title=item.given.get("positive_title"))
 
@@ -232,12 +232,12 @@ async def _unless_copied(task: LLMTask, client: LLMClient, variables: dict[str, 
         return None if got is None else round(got[0], 4)
 
     answers = [(first, share(first))]
-    if answers[0][1] is None or answers[0][1] < COPY_CONTAINMENT:
+    if not is_copy(answers[0][1]):
         return first, None
     for k in range(1, retries + 1):
         again = await task.run(client, variables, derive_seed(item.seed, "copy", k), fresh=fresh)
         answers.append((again, share(again)))
-        if again.ok and (answers[-1][1] is None or answers[-1][1] < COPY_CONTAINMENT):
+        if again.ok and not is_copy(answers[-1][1]):
             break
     # the valid answer that copies least: the one that stopped the loop, if any (a query too short
     # to judge counts as no copy), else the first of the least copying ones
@@ -250,14 +250,18 @@ async def _unless_copied(task: LLMTask, client: LLMClient, variables: dict[str, 
     return answers[kept][0], {"containment": [s for _, s in answers], "kept": kept, "tokens": tokens}
 
 
+def still_copies(copy: dict[str, Any]) -> bool:
+    """Whether the answer a record kept (its ``meta.copy``) still copies its passage."""
+    from curate.dedup.copies import is_copy
+
+    return is_copy(copy["containment"][copy["kept"]])
+
+
 def _count_copy(stats: RunStats, copy: dict[str, Any]) -> None:
     """The run's counts of queries asked for again, and of those that still copy."""
-    from curate.dedup.copies import COPY_CONTAINMENT
-
     extra = stats.extra
     extra["copies_asked_again"] = extra.get("copies_asked_again", 0) + 1
-    kept = copy["containment"][copy["kept"]]
-    if kept is not None and kept >= COPY_CONTAINMENT:
+    if still_copies(copy):
         extra["copies_left"] = extra.get("copies_left", 0) + 1
     stats.prompt_tokens += copy["tokens"]["prompt"]
     stats.completion_tokens += copy["tokens"]["completion"]

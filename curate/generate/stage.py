@@ -342,7 +342,7 @@ def funnel(report: dict[str, Any], folder: Path) -> dict[str, Any]:
     from curate.core.jsonl import read_jsonl
     from curate.core.progress import reason_kind
 
-    from curate.dedup.copies import COPY_CONTAINMENT
+    from curate.generate.examples import still_copies
 
     ok = asked = left = 0
     for _, obj in read_jsonl(folder / GENERATED) if (folder / GENERATED).is_file() else ():
@@ -350,8 +350,7 @@ def funnel(report: dict[str, Any], folder: Path) -> dict[str, Any]:
         copy = (obj.get("meta") or {}).get("copy") if isinstance(obj, dict) else None
         if isinstance(copy, dict):  # the query copied its passage and was asked for again
             asked += 1
-            kept = copy["containment"][copy["kept"]]
-            left += kept is not None and kept >= COPY_CONTAINMENT
+            left += still_copies(copy)
     failed = [obj for _, obj in read_jsonl(folder / FAILED)] if (folder / FAILED).is_file() else []
     return {"sampled": report.get("counts", {}).get("requested", ok + len(failed)), "ok": ok, "failed": len(failed),
             "failure_reasons": dict(Counter(reason_kind(f.get("reason")) for f in failed).most_common()),

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from curate.flows.ablate.grid import Arm, Grid
+from curate.flows.ablate.grid import PAIRS, Arm, Grid
 from curate.core.errors import CurateError
 from curate.core.hashing import file_digest, value_digest
 from curate.core.stage import Stage, run_stage
@@ -209,7 +209,8 @@ def arm_stages(grid: Grid, arm: Arm, qrels: Path | None, work: Path) -> list[tup
         return steps
     source, source_opts = _source(grid, arm, qrels, work)
     generated = Path(source_opts.out)
-    corpus = str(Path(grid.data) / "corpus.jsonl" if getattr(source_opts, "pairs", None) else source.path(generated, "corpus"))
+    from_pairs = arm.generate["queries"] == PAIRS  # real pairs: their documents are data's corpus
+    corpus = str(Path(grid.data) / "corpus.jsonl" if from_pairs else source.path(generated, "corpus"))
     steps = [(source, source_opts)]
     if arm.filter is not None:
         filtered = work / "filtered" / value_digest({"generated": generated.name, **recipe_key(arm.filter)},
@@ -235,8 +236,6 @@ def _source(grid: Grid, arm: Arm, qrels: Path | None, work: Path) -> tuple[Stage
     """A generate arm's first stage: ``generate --from-corpus`` on ``data``'s documents, or, with
     ``queries: title`` / ``first-sentence``, the passages' own titles or first sentences, or, with
     ``queries: pairs``, ``generate --from-pairs`` on the training queries."""
-    from curate.flows.ablate.grid import PAIRS
-
     g = arm.generate
     key = {"data": grid.data, "generate": g, **({"qrels": qrels.name} if g["queries"] == PAIRS else {})}
     folder = str(work / "generated" / value_digest(key, length=KEY))
