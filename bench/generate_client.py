@@ -24,6 +24,14 @@ takes 1 s, 64 in flight: the ideal is 64 requests/s; target: curate >= 0.9 of it
 one untimed pass that fills vLLM's prefix cache (the arms send the same seeded bodies, so the
 second arm would otherwise skip the prompt work the first one paid for). Wall
 time includes process start-up. Writes ``bench/results/generate_client.json``.
+
+``--scenario shards`` asks whether more client processes help (``--executor ray``): two scripted
+servers, each its own process, answering at once (256 in flight per server), and the same
+requests sent by the bare client (one process over both servers, and two processes of one server
+each), by ``curate generate`` in one process, and by ``curate generate --executor ray --workers 2``
+(two client processes, one server each). Requests per second over each arm's whole process, and
+for curate also over its queue alone (``run.json``'s ``queue_s``: no start-up, no Ray start).
+Writes ``bench/results/generate_shards.json``.
 """
 
 from __future__ import annotations
@@ -48,21 +56,25 @@ BARE = r'''
 import asyncio, json, sys
 import openai
 
-url, conc, bodies = sys.argv[1], int(sys.argv[2]), [json.loads(l) for l in open(sys.argv[3])]
+urls, conc, bodies = sys.argv[1].split(","), int(sys.argv[2]), [json.loads(l) for l in open(sys.argv[3])]
+part, parts = (int(x) for x in (sys.argv[4] if len(sys.argv) > 4 else "0/1").split("/"))
+bodies = bodies[part::parts]
 
 async def main():
-    client = openai.AsyncOpenAI(base_url=url, api_key="bench", max_retries=0, timeout=600)
-    sem = asyncio.Semaphore(conc)
-    async def one(body):
-        async with sem:
-            r = await client.chat.completions.create(**body)
+    # one client and `conc` in flight per server; body i goes to server i mod len(urls)
+    clients = [openai.AsyncOpenAI(base_url=u, api_key="bench", max_retries=0, timeout=600) for u in urls]
+    sems = [asyncio.Semaphore(conc) for _ in urls]
+    async def one(i, body):
+        async with sems[i % len(urls)]:
+            r = await clients[i % len(urls)].chat.completions.create(**body)
             try:
                 json.loads(r.choices[0].message.content, strict=False)
             except json.JSONDecodeError:
                 bad.append(1)
     bad = []
-    await asyncio.gather(*(one(b) for b in bodies))
-    await client.close()
+    await asyncio.gather(*(one(i, b) for i, b in enumerate(bodies)))
+    for c in clients:
+        await c.close()
     print(len(bad))
 
 asyncio.run(main())
@@ -136,12 +148,75 @@ def scenario(name: str, marker: str, requests: int, conc: int, runs: int, url: s
     return out
 
 
+@contextlib.contextmanager
+def server_processes(n: int):
+    """``n`` scripted servers, each in a process of its own (not threads of this one, whose
+    interpreter lock would make them the limit); yields their base URLs."""
+    procs = [subprocess.Popen([sys.executable, "-m", "tests.fake_llm_server", "--port", "0"], cwd=REPO,
+                              stdout=subprocess.PIPE, text=True) for _ in range(n)]
+    try:
+        yield [p.stdout.readline().split()[-1] for p in procs]  # "fake LLM server on URL"
+    finally:
+        for p in procs:
+            p.terminate()
+            p.wait(timeout=10)
+
+
+def curate_run(folder: Path, tasks: Path, requests: int, urls: list[str], conc: int, env: dict,
+               *extra: str) -> tuple[float, dict]:
+    """One ``curate generate`` of ``requests`` items over ``urls``: (process wall, its run.json timings)."""
+    wall, _ = timed([sys.executable, "-m", "curate", "generate", "--task", "short-long", "-n", str(requests),
+                     "--per-task", "1", "--tasks-file", str(tasks), "--out", str(folder), "--model", "fake",
+                     *(a for u in urls for a in ("--base-url", u)), "--concurrency", str(conc),
+                     "--max-reasks", "0", *extra], env)
+    made = sum(1 for _ in open(folder / "generated.jsonl"))
+    if made != requests:
+        sys.exit(f"curate wrote {made} records, expected {requests}")
+    return wall, json.loads((folder / "run.json").read_text())["timings"]
+
+
+def shards_scenario(requests: int, conc: int, runs: int) -> dict:
+    """Two servers at zero latency: the bare client (1 and 2 processes) and curate (1 and 2)."""
+    env = {**os.environ, "OPENAI_API_KEY": "bench", "NO_COLOR": "1"}
+    env.pop("OPENAI_BASE_URL", None)
+    out: dict = {"scenario": "shards", "requests": requests, "servers": 2, "in_flight_per_server": conc,
+                 "bare_1_s": [], "bare_2_s": [], "curate_1_s": [], "curate_2_s": [],
+                 "curate_1_queue_s": [], "curate_2_queue_s": [], "curate_2_ray_start_s": []}
+    with tempfile.TemporaryDirectory() as tmp, server_processes(2) as urls:
+        tasks = Path(tmp) / "tasks.jsonl"
+        tasks.write_text("".join(json.dumps({"task": f"Given question {i}, find passages."}) + "\n"
+                                 for i in range(requests)))
+        bodies = Path(tmp) / "bodies.jsonl"
+        bodies.write_text("".join(json.dumps(b) + "\n" for b in request_bodies(tasks, requests, "fake", None)))
+        for run in range(runs):
+            out["bare_1_s"].append(timed([sys.executable, "-c", BARE, ",".join(urls), str(conc), str(bodies)], env)[0])
+            t0 = time.perf_counter()  # two bare processes at once, one server and half the bodies each
+            procs = [subprocess.Popen([sys.executable, "-c", BARE, u, str(conc), str(bodies), f"{k}/2"], cwd=REPO,
+                                      env=env, stdout=subprocess.DEVNULL) for k, u in enumerate(urls)]
+            if any(p.wait() for p in procs):
+                sys.exit("a bare process failed")
+            out["bare_2_s"].append(time.perf_counter() - t0)
+            for n, extra in ((1, ()), (2, ("--executor", "ray", "--workers", "2"))):
+                wall, timings = curate_run(Path(tmp) / f"out-{n}-{run}", tasks, requests, urls, conc, env, *extra)
+                out[f"curate_{n}_s"].append(wall)
+                out[f"curate_{n}_queue_s"].append(timings["queue_s"])
+                if n == 2:
+                    out["curate_2_ray_start_s"].append(timings["shards_start_s"])
+    for key in ("bare_1", "bare_2", "curate_1", "curate_2"):
+        out[f"{key}_rps"] = round(requests / statistics.median(out[f"{key}_s"]), 2)
+    for n in (1, 2):
+        out[f"curate_{n}_queue_rps"] = round(requests / statistics.median(out[f"curate_{n}_queue_s"]), 2)
+    out["curate_2_vs_1"] = round(out["curate_2_rps"] / out["curate_1_rps"], 3)
+    out["curate_2_vs_1_queue"] = round(out["curate_2_queue_rps"] / out["curate_1_queue_rps"], 3)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--scenario", action="append", choices=["instant", "latency", "vllm"], default=None,
-                    help="Default: instant and latency, plus vllm with --vllm.")
+    ap.add_argument("--scenario", action="append", choices=["instant", "latency", "vllm", "shards"], default=None,
+                    help="Default: instant and latency, plus vllm with --vllm; shards only when named.")
     ap.add_argument("--vllm", default=None, metavar="URL", help="Also compare both arms against this vLLM server.")
     ap.add_argument("--vllm-model", default="smollm2-135m-instruct")
     ap.add_argument("--vllm-requests", type=int, default=16)
@@ -149,6 +224,16 @@ def main() -> None:
     names = args.scenario or ["instant", "latency"] + (["vllm"] if args.vllm else [])
     if "vllm" in names and not args.vllm:
         sys.exit("--scenario vllm needs --vllm URL")
+    if "shards" in names:
+        names.remove("shards")
+        r = shards_scenario(args.requests, 256, args.runs)
+        r.update(date=time.strftime("%Y-%m-%d"), cpus=os.cpu_count())
+        print(json.dumps(r))
+        shards_path = REPO / "bench" / "results" / "generate_shards.json"
+        shards_path.write_text(json.dumps(r, indent=1) + "\n")
+        print(f"wrote {shards_path}")
+        if not names:
+            return
     path = REPO / "bench" / "results" / "generate_client.json"
     # scenarios not run now keep their last figures
     results = {r["scenario"]: r for r in json.loads(path.read_text())["results"]} if path.exists() else {}

@@ -36,13 +36,15 @@ def test_wheel_carries_resources(installed):
     code = (
         "import curate, json; from curate.core.resources import resource_dir; from curate.llm.taskspec import list_families, load_spec;"
         "print(json.dumps({'pkg': curate.__file__, 'prompts': str(resource_dir('prompts')),"
-        "'families': list_families(), 'banks': sorted(p.name for p in (resource_dir('data')/'banks').iterdir())}))"
+        "'families': list_families(), 'banks': sorted(p.name for p in (resource_dir('data')/'banks').iterdir()),"
+        "'languages': len(__import__('curate.generate.languages', fromlist=['x']).shipped_pool().codes)}))"
     )
     info = json.loads(_py(code, env, tmp).stdout)
     assert info["pkg"].startswith(str(target)), "the wheel's copy is the one imported"
     assert info["prompts"].startswith(str(target))
     assert {"short-long", "long-short", "short-short", "long-long", "sts", "bitext"} <= set(info["families"])
     assert {"topics.txt", "entities.txt"} <= set(info["banks"])
+    assert info["languages"] == 93, "data/languages.tsv, the pool of generate --languages"
 
 
 @pytest.mark.e2e

@@ -28,6 +28,7 @@ class RunStats:
     cached: int = 0
     reasons: Counter = field(default_factory=Counter)
     started: float = field(default_factory=time.perf_counter)
+    ended: float | None = None  # set when the work ended before the run did (a family of a shared queue)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def add(self, ok: bool, prompt_tokens: int = 0, completion_tokens: int = 0, reason: str | None = None,
@@ -43,7 +44,7 @@ class RunStats:
 
     @property
     def elapsed(self) -> float:
-        return time.perf_counter() - self.started
+        return (self.ended or time.perf_counter()) - self.started
 
     def as_dict(self) -> dict[str, Any]:
         wall = self.elapsed
@@ -67,17 +68,22 @@ def reason_kind(reason: str | None) -> str:
 
 
 class _RateColumn(ProgressColumn):
-    def __init__(self, stats: RunStats):
+    """A bar's rate: of the stats its task was added with (``add_task(..., stats=...)``: one bar
+    per family of a shared queue), else of the progress's own."""
+
+    def __init__(self, stats: RunStats | None):
         super().__init__()
         self.stats = stats
 
     def render(self, task) -> Text:
-        s = self.stats
+        s = task.fields.get("stats") or self.stats
+        if s is None:
+            return Text("")
         t = max(s.elapsed, 1e-6)
         return Text(f"{s.ok / t:.2f} rec/s  {s.completion_tokens / t:.0f} tok/s  failed {s.failed}")
 
 
-def progress_bar(stats: RunStats, description: str) -> Progress:
+def progress_bar(stats: RunStats | None, description: str) -> Progress:
     return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),

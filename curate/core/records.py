@@ -155,6 +155,10 @@ class Record:
     positive: str
     positive_id: str | None = None  # the corpus id of ``positive``, when it came from a corpus
     positive_title: str | None = None  # its document's title, which ``positive`` begins with (titles: see above)
+    # The language the query was asked in (an ISO 639 code; generate --languages), and that of the
+    # positive and negatives too unless ``positive_language`` gives theirs (bitext's target).
+    language: str | None = None
+    positive_language: str | None = None
     positives: list[Positive] = field(default_factory=list)  # further labelled positives (never negatives)
     negatives: list[Negative] = field(default_factory=list)
     positive_score: float | None = None
@@ -172,8 +176,9 @@ class Record:
         """A plain dict in field order. Built directly: ``asdict`` deep-copies every nested
         value, a cost that shows when thousands of records a second are written."""
         d = {name: getattr(self, name) for name in self.__dataclass_fields__}
-        if self.positive_title is None:
-            del d["positive_title"]
+        for name in ("positive_title", "language", "positive_language"):  # left out when unknown
+            if d[name] is None:
+                del d[name]
         d["positives"] = [p.to_dict() for p in self.positives]
         d["negatives"] = [{name: getattr(n, name) for name in n.__dataclass_fields__
                            if name != "title" or n.title is not None} for n in self.negatives]
@@ -207,6 +212,8 @@ class Record:
             _safe_id(d["meta"], "query_id", "record 'meta'")
         _doc_id(d, "positive_id", "record")
         _typed(d, "positive_title", str, "a string", "record")
+        for k in ("language", "positive_language"):
+            _language(d, k)
         positives = d.get("positives") or []
         if not isinstance(positives, list):
             raise ValueError("record field 'positives' must be a list")
@@ -288,6 +295,16 @@ def _safe_id(d: dict[str, Any], key: str, where: str) -> None:
         if bad:
             raise ValueError(f"{where} '{key}' {v!r} holds a control character or line break "
                              f"(U+{ord(bad.group()):04X}); ids must be plain text on one line: fix the id where it was made")
+
+
+LANGUAGE_CODE = re.compile(r"[a-z]{2,3}")  # ISO 639-1, else 639-3, no region
+
+
+def _language(d: dict[str, Any], key: str) -> None:
+    v = d.get(key)
+    if v is not None and not (isinstance(v, str) and LANGUAGE_CODE.fullmatch(v)):
+        raise ValueError(f"record '{key}' must be a language code (ISO 639: two or three lower-case letters "
+                         f"such as en, de or yue), got {v!r}")
 
 
 def _is_number(v: Any) -> bool:

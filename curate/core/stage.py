@@ -7,7 +7,9 @@ and returns its report, and how its report reads as lines. ``run_stage`` does th
 same way for every stage:
 
 * **one fingerprint**: the options that change the data (every field but ``out``, the input
-  paths and the fields a stage marks ``{"fingerprint": False}``) and the SHA-256 of each input
+  paths and the fields a stage marks ``{"fingerprint": False}``; a field marked ``"if-set"`` only
+  when it differs from its default, so an option added later leaves the runs that do not use it
+  as they were) and the SHA-256 of each input
   file, hashed together (``curate.core.hashing``). Paths are left out, so a moved run folder
   is still done; content is in, so an edited input or another ``--seed`` is a new run;
 * **skips what is done** (``resume=True``): a folder whose marker holds this fingerprint and
@@ -92,7 +94,8 @@ def fingerprint(stage: Stage, opts: Any) -> str:
 def _identity(stage: Stage, opts: Any) -> dict[str, Any]:
     skip = {"out", *stage.reads}
     options = {f.name: _as_fingerprinted(f, getattr(opts, f.name)) for f in dataclasses.fields(opts)
-               if f.name not in skip and f.name not in _HOW_FIELDS and f.metadata.get("fingerprint", True)}
+               if f.name not in skip and f.name not in _HOW_FIELDS and f.metadata.get("fingerprint", True)
+               and not (f.metadata.get("fingerprint") == "if-set" and getattr(opts, f.name) == f.default)}
     inputs = {name: _input_digests(getattr(opts, name)) for name in stage.reads}
     if stage.also_reads is not None:
         inputs["also"] = [_input_digests(p) for p in stage.also_reads(opts)]

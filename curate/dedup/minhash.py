@@ -6,7 +6,10 @@ Three parts, each vectorised with numpy so that a million records stay cheap:
   as every MinHash in curate, ``curate.dedup.shingles``); its shingles are the word n-grams (``ngram`` words,
   default 3). A text with fewer words than ``ngram`` falls back to one shingle made of all
   its words, so short tasks and queries still get a signature. A text without words gets
-  no signature and is never grouped.
+  no signature and is never grouped. Text in a script written without spaces (Chinese,
+  Japanese, Thai...: ``curate.dedup.shingles.unspaced``) is cut a character a word, and its
+  n-grams span about as much text as ``ngram`` words (``ngram_for``: 6 characters for 3 words
+  of Chinese); so a batch may hash texts at different n.
 * **Signatures.** Each shingle gets a 32-bit hash (a polynomial hash of every word's bytes,
   computed with prefix sums over the whole batch, mixed by the MurmurHash3 finalizer and
   chained over the n-gram's words). The signature then applies exactly datasketch's
@@ -51,7 +54,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from curate.dedup.shingles import normalize
+from curate.dedup.shingles import shingle_tokens
 
 BACKEND_NOTE = (
     "numpy: bit-compatible with datasketch's affine32 MinHash and no extra dependency; "
@@ -184,14 +187,24 @@ _POWERS = _Powers()
 def _batch_shingle_hashes(texts: Sequence[str], ngram: int) -> tuple[np.ndarray, np.ndarray]:
     """32-bit shingle hashes (pre-mixed, ready for the permutations) of a batch, concatenated
     text after text, and the number of shingles of each text."""
+    ngrams = None  # per text, when some unspaced text (Chinese, Thai...) takes character n-grams
     if all(map(str.isascii, texts)):
         data = (" " + " ".join(texts) + " ").lower().encode("ascii")
         lens = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
     else:
-        encs = [t.lower().encode("ascii") if t.isascii() else normalize(t).encode("utf-8")
-                for t in texts]
+        encs, ns = [], []
+        for t in texts:
+            if t.isascii():
+                encs.append(t.lower().encode("ascii"))
+                ns.append(ngram)
+            else:  # normalize(t) for spaced text; unspaced text: a character a word
+                tokens, n = shingle_tokens(t, ngram)
+                encs.append(" ".join(tokens).encode("utf-8"))
+                ns.append(n)
         data = b" " + b" ".join(encs) + b" "
         lens = np.fromiter(map(len, encs), dtype=np.int64, count=len(encs))
+        if any(n != ngram for n in ns):
+            ngrams = np.asarray(ns, dtype=np.int64)
     arr = np.frombuffer(data, dtype=np.uint8)
     nbytes = len(arr)
     # word boundaries: where "is a word byte" flips (the batch starts and ends with a space)
@@ -215,7 +228,7 @@ def _batch_shingle_hashes(texts: Sequence[str], ngram: int) -> tuple[np.ndarray,
     g1 = _fmix64(h)
     nwords = len(g1)
 
-    n_eff = np.minimum(k, ngram)
+    n_eff = np.minimum(k, ngram if ngrams is None else ngrams)
     counts = np.where(k > 0, k - n_eff + 1, 0)
     first_word = np.cumsum(k) - k
     total = int(counts.sum())
@@ -234,12 +247,19 @@ def _batch_shingle_hashes(texts: Sequence[str], ngram: int) -> tuple[np.ndarray,
             t += g1[n - 1 :]
             nxt[:m] = _fmix64(t)
         g = gs[n] = nxt
-    vals = gs[ngram][idx] if ngram in gs else np.zeros(total, dtype=_U64)
-    short = np.flatnonzero((k > 0) & (k < ngram))
-    if len(short):
-        for n in np.unique(k[short]).tolist():
-            sel = short[k[short] == n]
-            vals[cstart[sel]] = gs[n][first_word[sel]]
+    if ngrams is None:
+        vals = gs[ngram][idx] if ngram in gs else np.zeros(total, dtype=_U64)
+        short = np.flatnonzero((k > 0) & (k < ngram))
+        if len(short):
+            for n in np.unique(k[short]).tolist():
+                sel = short[k[short] == n]
+                vals[cstart[sel]] = gs[n][first_word[sel]]
+    else:  # each shingle hashed at its text's n (a short text's one shingle at its length)
+        per_shingle = np.repeat(n_eff, counts)
+        vals = np.zeros(total, dtype=_U64)
+        for n in np.unique(per_shingle).tolist():
+            sel = per_shingle == n
+            vals[sel] = gs[n][idx[sel]]
     x = (vals >> _U64(32)).astype(np.uint32)
     return _fmix32(x), counts
 

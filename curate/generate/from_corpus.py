@@ -25,6 +25,7 @@ from curate.core.progress import RunStats
 from curate.llm.taskspec import TaskSpec
 
 from curate.generate.examples import Item, make_item, pinned_parts
+from curate.generate.languages import Pool
 
 FAMILY = "from-corpus"
 
@@ -38,9 +39,10 @@ def sample_passages(docs: Documents, n: int | None, seed: int) -> list[Passage]:
 
 
 def check_spec(spec: TaskSpec) -> None:
-    """A corpus gives the positive only, so the spec must take exactly that and ask for the query."""
-    if spec.inputs != ["positive"]:
-        raise CurateError(f"--from-corpus needs a spec whose 'inputs' are [positive] "
+    """A corpus gives the positive only, so the spec must take exactly that (as an input, or as an
+    optional one: ``TaskSpec.taking``) and ask for the query."""
+    if spec.inputs != ["positive"] and (spec.inputs or "positive" not in spec.optional_inputs):
+        raise CurateError(f"--from-corpus needs a spec whose 'inputs' (or 'optional_inputs') are [positive] "
                           f"({spec.family} has {spec.inputs or 'none'})")
 
 
@@ -64,11 +66,12 @@ def report_reading(docs: Documents, stats: RunStats) -> None:
 
 def corpus_items(spec: TaskSpec, docs: Documents, n: int | None, tasks: Sequence[Task], seed: int,
                  stats: RunStats, overrides: dict[str, Any] | None = None,
-                 max_chars: int | None = None) -> list[Item]:
+                 max_chars: int | None = None, languages: Pool | None = None) -> list[Item]:
     """The items ``generate`` runs for ``--from-corpus``: one per sampled passage, its text as the
     positive. With the spec's ``bundle`` each item also brings the passage's nearest neighbours
     (``curate.generate.bundles``): the template gets all of them as ``passages`` and the record
-    keeps the others as further positives."""
+    keeps the others as further positives. ``languages``: the ``--languages`` pool the query's
+    language is drawn from, per item (the passage stays as it is)."""
     check_spec(spec)
     pinned = pinned_parts(overrides, max_chars)
     passages = sample_passages(docs, n, seed)
@@ -90,7 +93,8 @@ def corpus_items(spec: TaskSpec, docs: Documents, n: int | None, tasks: Sequence
             given["passages"] = [text, *(o.joined() for o in others)]
             meta["bundle"] = [p.id, *(o.id for o in others)]
             key += tuple(o.id for o in others)
-        items.append(make_item(spec, passage_task(p, tasks), key, seed, pinned, given=given, meta=meta))
+        items.append(make_item(spec, passage_task(p, tasks), key, seed, pinned, given=given, meta=meta,
+                               languages=languages))
     stats.extra["passages_sampled"] = len(items)
     if spec.bundle:
         stats.extra["bundle_sizes"] = dict(sorted(Counter(len(b) for b in bundles.values()).items()))

@@ -1,10 +1,13 @@
 """``brainstorm`` and ``generate`` as Python calls: specs in, records in OUT, a summary back.
 
 The command line is a thin layer over ``brainstorm_stage`` and ``generate_stage``; a notebook
-or a pipeline calls them the same way. Each family runs in turn on one backend (one embedded
-server or one set of remote servers for the whole run), with a progress bar and a printed
-summary; ``OUT/summary.json`` (generate) or ``OUT/brainstorm_summary.json`` and ``run.json``
-are written at the end. The run appends as it goes, so a killed run resumes: it is not staged,
+or a pipeline calls them the same way. One backend (one embedded server or one set of remote
+servers) serves the whole run. Brainstorm runs each family in turn; generate plans each family
+in turn and then asks for every family's items in one queue, families interleaved
+(``curate.generate.queue``; sharded over client processes with ``--executor ray``,
+``curate.generate.shards``). Each family has its progress bar and printed summary;
+``OUT/summary.json`` (generate) or ``OUT/brainstorm_summary.json`` and ``run.json`` are
+written at the end. The run appends as it goes, so a killed run resumes: it is not staged,
 but the run folder's lock keeps a second run off the same ``out``. A complete generate run puts
 ``generated.jsonl`` in item order (``write_in_item_order``), so the same command gives the same
 file whatever order the answers came back in.
@@ -16,12 +19,14 @@ import asyncio
 import gc
 import json
 import math
+import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from curate.core.errors import CurateError
+from curate.core.executor import Executor
 from curate.core.stage import Stage
 from curate.llm.options import LLMOptions
 
@@ -59,6 +64,13 @@ class BrainstormOptions(StageOptions):
                                          "help": "Distinct tasks to have per family."})
 
 
+def _languages_fingerprint(value: str | None):
+    """``--languages`` as a run's fingerprint sees it: the pool it names (an edited file is another run)."""
+    from curate.generate.languages import fingerprint_value
+
+    return fingerprint_value(value)
+
+
 @dataclass(kw_only=True)
 class GenerateOptions(StageOptions):
     # examples per family (default 100; with pairs: one per pair; with corpus: passages sampled)
@@ -94,6 +106,25 @@ class GenerateOptions(StageOptions):
         "help": "Your documents (a BEIR folder, a corpus JSONL, or a folder of .txt/.md/.html): the model "
                 "writes a query for each sampled passage, the passage is the positive; writes "
                 "OUT/corpus.jsonl; implies --task from-corpus."})
+    # client processes the one queue of requests is sharded over (with --base-url servers)
+    executor: Executor = field(default_factory=Executor, metadata={
+        "help_vars": {"what": "the queue of requests (on Ray: one client process a worker, each with its share "
+                              "of the --base-url servers)", "unit": "shards"}})
+    # per item, a language drawn from a pool (curate.generate.languages); None: each spec's own
+    languages: str | None = field(default=None, metadata={
+        # "if-set": a run without it keeps the fingerprint it had before the option existed, so
+        # a folder begun then still resumes
+        "metavar": "LANGS", "fingerprint_as": _languages_fingerprint, "fingerprint": "if-set",
+        "help": "Draw each item's language from a weighted pool (data/languages.tsv: 93 languages, larger ones "
+                "drawn more often): codes or names such as en,de,ja (the pool's weights), 'all', or a file of "
+                "CODE<TAB>WEIGHT lines. Only families whose spec has a 'languages' key take part (all but sts and "
+                "from-pairs); bitext draws two different ones  [default: each spec's own language]."})
+
+    def language_pool(self):
+        """The ``--languages`` pool (``curate.generate.languages.Pool``), or None without one."""
+        from curate.generate.languages import parse_languages
+
+        return parse_languages(self.languages)
 
 
 def families(names: Sequence[str], tasks_dirs: Sequence[str]) -> list[str]:
@@ -126,7 +157,8 @@ def brainstorm_stage(opts: StageOptions, n: int = 50) -> dict[str, Any]:
 def generate_stage(opts: GenerateOptions) -> dict[str, Any]:
     """Generate (query, positive, graded negatives) records into ``OUT/generated.jsonl``."""
     from curate.generate.brainstorm import brainstorm, fixed_tasks, load_tasks
-    from curate.generate.examples import generate, plan_items
+    from curate.generate.examples import plan_items
+    from curate.generate.queue import Asking, Family, run_families
     from curate.core.progress import RunStats
 
     names = tuple(opts.tasks)
@@ -166,13 +198,13 @@ def generate_stage(opts: GenerateOptions) -> dict[str, Any]:
             stats.extra["tasks_used"] = len(tasks)
             if pairs is not None:
                 items = from_pairs.pair_items(spec, pairs, tasks, opts.seed, stats, opts.pins, opts.max_chars,
-                                              limit=opts.n)
+                                              limit=opts.n, languages=opts.language_pool())
             else:
                 docs.write_corpus(out / CORPUS)  # the corpus filter --corpus and mine --corpus take
                 stats.extra["passages"] = len(docs.passages)
                 from_corpus.report_reading(docs, stats)
                 items = from_corpus.corpus_items(spec, docs, opts.n, tasks, opts.seed, stats, opts.pins,
-                                                 opts.max_chars)
+                                                 opts.max_chars, languages=opts.language_pool())
         else:
             if given:
                 tasks = load_tasks(Path(opts.tasks_file), spec.family)
@@ -184,14 +216,40 @@ def generate_stage(opts: GenerateOptions) -> dict[str, Any]:
                 if not tasks:
                     raise CurateError(f"{spec.family}: brainstorming gave no usable task (see {out}/logs)")
             stats.extra["tasks_used"] = len(tasks)
-            items = plan_items(spec, tasks, opts.n or 100, opts.seed, opts.pins, opts.max_chars)
+            items = plan_items(spec, tasks, opts.n or 100, opts.seed, opts.pins, opts.max_chars,
+                               languages=opts.language_pool())
         planned.extend(it.id for it in items)  # planned here, so the finished file can be put in this order
-        await generate(spec, items, client, out, stats, opts.pins, opts.prompts_dirs, opts.retry_failed, progress,
-                       opts.max_chars, opts.copy_retries)
+        return Family(spec, items, stats)  # asked for with every other family's, in one queue
+
+    executor = _client_processes(opts)
+    asking = Asking(dict(opts.pins), tuple(opts.prompts_dirs), opts.max_chars, opts.copy_retries)
+
+    async def queue(planned_families, client, cache, progress, timings):
+        await run_families(planned_families, client, out, asking, opts.retry_failed, progress, executor,
+                           cache.path, timings)
 
     extra = {k: v for k, v in asdict(opts).items() if k not in asdict(StageOptions(out=""))}
+    extra["executor"] = {"kind": executor.kind, "shards": executor.shards}
     return run_llm_stage("generate", opts, one, extra, names,
-                         finish=lambda: write_in_item_order(out / GENERATED, planned))
+                         finish=lambda: write_in_item_order(out / GENERATED, planned), queue=queue)
+
+
+def _client_processes(opts: GenerateOptions) -> Executor:
+    """The executor the queue runs on: ``--executor ray`` shards it over client processes, each
+    with its share of the --base-url servers; the embedded model is one local server, which one
+    process keeps busy, so it is asked from here (with a note)."""
+    import importlib.util
+
+    executor = opts.executor
+    if executor.shards > 1 and not opts.llm.base_urls and not os.environ.get("OPENAI_BASE_URL"):
+        from curate.core.progress import console
+
+        console.print(f"[dim]generate: --executor ray shards the requests over --base-url servers; the embedded "
+                      f"model is one local server, asked from one process (not {executor.shards})[/dim]")
+        return Executor()
+    if executor.shards > 1 and importlib.util.find_spec("ray") is None:  # said before any brainstorming
+        raise CurateError("--executor ray needs Ray: pip install 'curate[ray]'")
+    return executor
 
 
 def write_in_item_order(path: Path, ids: Sequence[str]) -> bool:
@@ -244,7 +302,7 @@ def _check_inputs(names: Sequence[str], tasks_dirs: Sequence[str], source: str |
     dirs = tuple(Path(d) for d in tasks_dirs)
     for name in families(names, tasks_dirs):
         spec = load_spec(name, dirs)
-        if source == "pairs" and not {"query", "positive"} <= set(spec.inputs):
+        if source == "pairs" and not {"query", "positive"} <= {*spec.inputs, *spec.optional_inputs}:
             raise CurateError(f"--from-pairs needs a spec whose 'inputs' are query and positive "
                               f"({spec.family} asks the model for them)")
         if source == "corpus":
@@ -257,13 +315,21 @@ def _check_inputs(names: Sequence[str], tasks_dirs: Sequence[str], source: str |
                               f"give them with {flag}")
 
 
-PerFamily = Callable[[Any, Any, Any, Any], Awaitable[None]]  # (spec, backend, stats, progress)
+PerFamily = Callable[[Any, Any, Any, Any], Awaitable[Any]]  # (spec, backend, stats, progress)
+# (what ``one`` returned for each family, backend, cache, progress, timings): every family's work in one go
+Queue = Callable[[list[Any], Any, Any, Any, dict[str, float]], Awaitable[None]]
 
 
 def run_llm_stage(stage: str, opts: StageOptions, one: PerFamily, extra: dict[str, Any],
-                  names: Sequence[str] | None = None, finish: Callable[[], Any] | None = None) -> dict[str, Any]:
+                  names: Sequence[str] | None = None, finish: Callable[[], Any] | None = None,
+                  queue: Queue | None = None) -> dict[str, Any]:
     """Load the specs, open the backend, run ``one`` per family, write and print the summary;
-    ``finish``: called once every family is done, before the report (not after a failed run)."""
+    ``finish``: called once every family is done, before the report (not after a failed run).
+
+    With ``queue``, ``one`` only plans a family (brainstorming with the backend as it needs) and
+    returns its work; once every family is planned, ``queue`` runs all of it at once, adding to
+    each family's stats (generate: one queue of requests, families interleaved); one progress
+    display shows every family's bars, and each family's summary is printed at the end."""
     from curate.core.jsonl import atomic_write_json
     from curate.core.runner import open_run
     from curate.llm.backend import llm_backend, open_backend
@@ -276,9 +342,13 @@ def run_llm_stage(stage: str, opts: StageOptions, one: PerFamily, extra: dict[st
     out_dir = Path(opts.out)
     summaries: dict[str, Any] = {}
 
+    timings: dict[str, float] = {}
+
     async def main(cfg, cache) -> None:
         client = open_backend(cfg, cache)
         try:
+            if queue is not None:
+                return await planned_then_queued(cfg, cache, client)
             for spec in specs:
                 stats = RunStats(stage=stage)
                 sent_before, hits_before = client.requests_sent, cache.hits
@@ -292,6 +362,22 @@ def run_llm_stage(stage: str, opts: StageOptions, one: PerFamily, extra: dict[st
         finally:
             await client.close()
 
+    async def planned_then_queued(cfg, cache, client) -> None:
+        planned, stats_of = [], []
+        with progress_bar(None, stage) as progress:
+            for spec in specs:
+                stats = RunStats(stage=stage)
+                sent_before, hits_before = client.requests_sent, cache.hits
+                planned.append(await one(spec, client, stats, progress))
+                stats.requests = client.requests_sent - sent_before  # the queue adds its own
+                stats.extra["cache_hits"] = cache.hits - hits_before
+                stats_of.append(stats)
+            await queue(planned, client, cache, progress, timings)
+        for spec, stats in zip(specs, stats_of):
+            stats.extra.update(family=spec.family, model=cfg.model, endpoints=len(cfg.base_urls))
+            summaries[spec.family] = stats.as_dict()
+            print_summary(stats, f"{stage} {spec.family}")
+
     # Modules and specs live for the whole run: keep the collector from rescanning them, and
     # from running every few hundred allocations while thousands of requests are in flight.
     gc.freeze()
@@ -304,6 +390,7 @@ def run_llm_stage(stage: str, opts: StageOptions, one: PerFamily, extra: dict[st
         with llm_backend(opts.llm, out_dir) as (cfg, cache):
             console.print(f"[dim]{stage}: model {cfg.model} at {', '.join(map(safe_url, cfg.base_urls))}[/dim]")
             asyncio.run(main(cfg, cache))
+        run.timings.update(timings)
         if finish is not None:
             finish()
         combined = combine(summaries)

@@ -18,6 +18,7 @@ Whatever happens, the caller gets an ``Answer``: either data, or a reason it fai
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import email.utils
 import json
 import random
@@ -35,6 +36,9 @@ from curate.llm.urls import split_query
 
 SEED_MODULUS = 2**31 - 1
 RETRYABLE_STATUS = {408, 409, 425, 429}
+# [requests sent, answers read from the cache] of the work running in this context: a caller that
+# shares one client between several kinds of work (generate's families) sets a list per task
+TALLY: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("curate_llm_tally", default=None)
 
 
 @dataclass
@@ -153,6 +157,8 @@ class LLMClient:
                 async with ep.semaphore:
                     answer.attempts += 1
                     self.requests_sent += 1
+                    if (tally := TALLY.get()) is not None:
+                        tally[0] += 1
                     # the raw reply: curate parses the JSON once instead of building and dumping models
                     api = ep.client.chat.completions if endpoint == "chat" else ep.client.embeddings
                     raw = await asyncio.wait_for(api.with_raw_response.create(**body), self.cfg.timeout)
@@ -230,6 +236,8 @@ class LLMClient:
             if resp is not None:
                 answer.cached = True
                 answer.attempts += resp.get("_curate_attempts", 1)
+                if (tally := TALLY.get()) is not None:
+                    tally[1] += 1
             else:
                 resp, failure = await self._send(body, answer)
                 if failure:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -86,6 +87,37 @@ class TaskSpec:
     # Multi-hop (from-corpus specs): each item brings this many related passages, a size drawn
     # per item; empty: one passage an item.
     bundle: tuple[int, ...] = ()
+    # How the spec takes part in ``generate --languages`` (curate.generate.languages): "pool" (each
+    # item's drawn language replaces its ``language`` placeholder), "pair" (a drawn source and
+    # target replace ``language_pair``, for bitext); None: it keeps its own placeholders.
+    languages: str | None = None
+    # Answer keys an item may bring instead of the model writing them (--from-corpus: positive;
+    # --from-pairs: query and positive): without them the model writes these too; see ``taking``.
+    optional_inputs: list[str] = field(default_factory=list)
+    # Answer keys whose texts make up the record's query, "query" first (e.g. [query, instruction]):
+    # joined into the one text the embedder sees; each part is also kept in meta.query_parts.
+    query_parts: list[str] = field(default_factory=list)
+
+    def taking(self, keys: Iterable[str]) -> TaskSpec:
+        """This spec for items that bring the answer ``keys`` (--from-corpus: the positive;
+        --from-pairs: the query and positive). Itself when it lists them under ``inputs``; when it
+        lists them under ``optional_inputs``, a copy that takes them as inputs: they leave the
+        answer schema (its properties and its required list) and reach the template as variables
+        (``{% if positive is defined %}``). A key the spec can only ask the model for is refused."""
+        wanted = set(keys)
+        extra = [k for k in INPUT_KEYS if k in wanted and k not in self.inputs]
+        if not extra:
+            return self
+        refused = [k for k in extra if k not in self.optional_inputs]
+        if refused:
+            raise CurateError(f"{self.family}: the spec asks the model for {', '.join(refused)}; it cannot take "
+                              f"{'it' if len(refused) == 1 else 'them'} as given (neither 'inputs' nor 'optional_inputs')")
+        schema = dict(self.generate.schema)
+        schema["properties"] = {k: v for k, v in (schema.get("properties") or {}).items() if k not in extra}
+        schema["required"] = [k for k in schema.get("required") or [] if k not in extra]
+        return dataclasses.replace(self, generate=dataclasses.replace(self.generate, schema=schema),
+                                   inputs=[*self.inputs, *extra],
+                                   optional_inputs=[k for k in self.optional_inputs if k not in extra])
 
 
 @lru_cache(maxsize=None)
@@ -260,6 +292,10 @@ def _parse(raw: dict[str, Any], path: Path) -> TaskSpec:
         raise ValueError(f"'bundle' must be a list of passage counts from 2 to 5, not {bundle!r}")
     if bundle and inputs != ["positive"]:
         raise ValueError("'bundle' goes with inputs: [positive] (a spec for --from-corpus)")
+    languages = raw.get("languages")
+    if languages is not None and languages not in ("pool", "pair"):
+        raise ValueError(f"'languages' must be pool (an item's language fills {{{{ language }}}}) or pair (a source "
+                         f"and target language fill {{{{ language_pair }}}}), not {languages!r}")
     return TaskSpec(
         family=family,
         description=str(raw.get("description", "")),
@@ -274,4 +310,48 @@ def _parse(raw: dict[str, Any], path: Path) -> TaskSpec:
         score_scale=(float(scale[0]), float(scale[1])),
         inputs=inputs,
         bundle=tuple(bundle),
+        languages=languages,
+        optional_inputs=_optional_inputs(raw, inputs, bundle, generate.schema),
+        query_parts=_query_parts(raw, generate.schema),
     )
+
+
+def _optional_inputs(raw: dict[str, Any], inputs: list[str], bundle: list[int], schema: dict[str, Any]) -> list[str]:
+    """``optional_inputs``: answer keys the schema requires (the model writes them when no item
+    brings them) and an item may bring instead; none of them already an input."""
+    keys = raw.get("optional_inputs") or []
+    if not isinstance(keys, list):
+        raise ValueError(f"'optional_inputs' must be a list, not {keys!r}")
+    keys = [str(k) for k in keys]
+    bad = [k for k in keys if k not in INPUT_KEYS]
+    if bad:
+        raise ValueError(f"'optional_inputs' may list only {', '.join(INPUT_KEYS)}, not {', '.join(bad)}")
+    both = [k for k in keys if k in inputs]
+    if both:
+        raise ValueError(f"{', '.join(both)} is under both 'inputs' and 'optional_inputs'")
+    if keys and bundle:
+        raise ValueError("'bundle' goes with inputs: [positive], not with 'optional_inputs'")
+    required = set(schema.get("required") or [])
+    missing = [k for k in keys if k not in required]
+    if missing:
+        raise ValueError(f"generate.schema must require {', '.join(missing)}: the model writes what no item brings")
+    return list(dict.fromkeys(keys))
+
+
+def _query_parts(raw: dict[str, Any], schema: dict[str, Any]) -> list[str]:
+    """``query_parts``: "query" first, then further string answer keys the schema requires."""
+    parts = raw.get("query_parts") or []
+    if not isinstance(parts, list):
+        raise ValueError(f"'query_parts' must be a list, not {parts!r}")
+    parts = [str(k) for k in parts]
+    if not parts:
+        return []
+    if parts[0] != "query" or len(parts) < 2 or len(set(parts)) != len(parts):
+        raise ValueError(f"'query_parts' lists query first and then other answer keys, each once, not {parts!r}")
+    props, required = schema.get("properties") or {}, set(schema.get("required") or [])
+    bad = [k for k in parts[1:] if k in ANSWER_KEYS or k not in required or (props.get(k) or {}).get("type") != "string"]
+    if bad:
+        raise ValueError(f"'query_parts': {', '.join(bad)} must be a string the schema requires (and not "
+                         f"{' or '.join(k for k in ANSWER_KEYS if k != 'query')})")
+    return parts
+

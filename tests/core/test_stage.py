@@ -11,6 +11,7 @@ import pytest
 
 from curate.convert.main import STAGE as CONVERT, ConvertOptions
 from curate.core.stage import DONE, MARKER, RAN, REPORT, STARTED, Stage, fingerprint, report_of, run_stage
+from curate.core.stage import _identity as stage_identity
 
 LABELLED = [("the striker scored twice", "sport"), ("the keeper saved a penalty", "sport"),
             ("the match ended in a draw", "sport"), ("rates rose by half a point", "economy"),
@@ -65,6 +66,28 @@ def test_how_the_work_runs_is_not_part_of_the_fingerprint():
     assert fingerprint(FILTER, a) == fingerprint(FILTER, b)
     c = FilterOptions(inp="x", out="y", llm=LLMOptions(model="another"))
     assert fingerprint(FILTER, c) != fingerprint(FILTER, a), "another judge model is another run"
+
+
+def test_an_option_marked_if_set_leaves_runs_that_do_not_use_it_as_they_were():
+    """An option added later (generate's --languages) must not turn every folder begun before it
+    into another run: at its default it is not in the fingerprint, set it is."""
+    @dataclasses.dataclass(kw_only=True)
+    class Before:
+        out: str
+        seed: int = 0
+
+    @dataclasses.dataclass(kw_only=True)
+    class After(Before):
+        languages: str | None = dataclasses.field(default=None, metadata={"fingerprint": "if-set"})
+
+    stage = Stage("demo", Before, lambda opts: {})
+    assert fingerprint(stage, After(out="o")) == fingerprint(stage, Before(out="o"))
+    assert fingerprint(stage, After(out="o", languages="de")) != fingerprint(stage, Before(out="o"))
+    from curate.generate.stage import STAGE as GENERATE, GenerateOptions
+
+    plain = GenerateOptions(out="o", tasks=("short-long",))
+    assert "languages" not in json.dumps(stage_identity(GENERATE, plain))
+    assert fingerprint(GENERATE, plain) != fingerprint(GENERATE, dataclasses.replace(plain, languages="en,de"))
 
 
 def test_run_stage_writes_one_report_name_and_skips_a_finished_run(labelled, tmp_path, capsys):

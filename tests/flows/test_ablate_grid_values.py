@@ -5,6 +5,8 @@ that arm's turn comes."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from curate.core.errors import CurateError
@@ -44,6 +46,9 @@ def _grid(tmp_path, beir, text):
     ("arms: {a: {}, b: {export: {curriculum: sideways}}}", "arm 'b' export: --curriculum 'sideways'"),
     ("arms: {a: {}, b: {export: {negatives_per_row: -3}}}", "arm 'b' export: --negatives-per-row -3"),
     ("arms: {a: {}, b: {filter: no-such-recipe}}", "arm 'b' filter: unknown recipe 'no-such-recipe'"),
+    ("arms: {a: {generate: {task: short-long}}}", "arm 'a' generate: task 'short-long': --from-corpus needs a spec"),
+    ("arms: {a: {generate: {task: no-such-spec}}}", "unknown task family 'no-such-spec'"),
+    ("arms: {a: {generate: {task: from-corpus, queries: title}}}", "task names a spec for the passages"),
 ])
 def test_a_bad_grid_value_is_one_line_naming_the_grid_when_read(tmp_path, beir, text, needle):
     grid = _grid(tmp_path, beir, text)
@@ -58,6 +63,19 @@ def test_good_values_are_kept_as_written(tmp_path, beir):
                                            "arms: {1: {}, b: {mine: {relative_margin: 0.1}}}"))
     assert grid.budget.lr == 1.0 and isinstance(grid.budget.lr, float) and grid.budget.steps == 3
     assert grid.light is False and [a.name for a in grid.arms] == ["1", "b"]
+
+
+def test_a_generate_arm_names_the_spec_that_writes_its_queries(tmp_path, beir):
+    """``task`` picks the spec for the passages; arms without it keep their mapping (and so the
+    folders of grids written before the key existed)."""
+    spec = tmp_path / "mine.yaml"
+    spec.write_text((Path(__file__).resolve().parents[2] / "tasks" / "from-corpus.yaml").read_text())
+    grid = load_grid(_grid(tmp_path, beir, "arms: {a: {generate: {passages: 5}}, b: {generate: {passages: 5, "
+                                           "task: from-corpus-multihop}}, c: {generate: {passages: 5, task: mine.yaml}}}"))
+    a, b, c = grid.arms
+    assert "task" not in a.generate
+    assert b.generate["task"] == "from-corpus-multihop"
+    assert c.generate["task"] == str(tmp_path / "mine.yaml")
 
 
 @pytest.mark.parametrize("text, needle", [

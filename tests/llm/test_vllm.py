@@ -150,6 +150,34 @@ def test_from_corpus_queries_through_vllm(server, tmp_path):
         assert not [h for h in r["meta"].get("history", []) if h.startswith(("invalid-json", "truncated"))]
 
 
+@pytest.mark.parametrize("family", ["reasoning", "instruction-negatives"])
+@pytest.mark.parametrize("from_corpus", [False, True], ids=["alone", "from-corpus"])
+def test_reasoning_and_instruction_specs_through_vllm(server, tmp_path, family, from_corpus):
+    """One record each, alone (the model writes the positive) and on a SciFact passage (the
+    positive leaves the schema): every answer fits the schema it was asked with."""
+    from curate.core.records import Record
+    from tests.generate.test_reasoning_instruction import check_answer
+
+    _, url, _ = server
+    out = tmp_path / "gen"
+    source = []
+    if from_corpus:
+        docs = tmp_path / "docs.jsonl"
+        docs.write_text((SHARED_DATA / "scifact" / "corpus.jsonl").read_text(encoding="utf-8").splitlines()[3] + "\n",
+                        encoding="utf-8")
+        source = ["--from-corpus", str(docs)]
+    proc = run_curate("generate", "--task", family, *source, "-n", "1", "--max-chars", "200", "--base-url", url,
+                      "--model", NAME, "--out", str(out), "--concurrency", "4", timeout=START_LIMIT_S)
+    assert proc.returncode == 0, proc.stderr
+    records = read_jsonl(out / "generated.jsonl")
+    assert len(records) == 1, read_jsonl(out / "failed.jsonl")
+    rec = Record.from_dict(records[0])
+    check_answer(rec, family, from_corpus, 200)
+    assert [n.level for n in rec.negatives] == [1, 2, 3, 4] and rec.meta["model"] == NAME
+    assert (rec.positive_id is not None) == from_corpus
+    assert not [h for h in rec.meta.get("history", []) if h.startswith(("invalid-json", "truncated"))]
+
+
 @pytest.fixture(scope="module")
 def embed_server(tmp_path_factory):
     """``curate serve --embed``: vLLM's CPU build serving the bundled all-MiniLM-L6-v2 as an

@@ -32,12 +32,13 @@ NEGATIVE_DROPS = (COPY,)  # drops of one negative, not of its record
 def build_card(*, rows: list, sources: list, decontamination: list[dict[str, Any]], dropped: Counter,
                params: dict[str, Any], levels: dict[str, Any], ordering, batching: dict[str, Any],
                split: dict[str, Any], hub: dict[str, Any], out: Path,
-               audit: dict[str, Any] | None = None) -> dict[str, Any]:
+               audit: dict[str, Any] | None = None, languages: dict[str, Any] | None = None) -> dict[str, Any]:
     """The export's card: what went in, what was dropped and why, and every setting as resolved.
 
     The drop counts are read from the run's drop log (``rejected.jsonl``, counted by reason),
     so the card and the log cannot disagree; every path is made portable. ``audit``: the shortcut
-    audit's section (``curate.audit``), when the export ran it."""
+    audit's section (``curate.audit``), when the export ran it; ``languages``: the rows' languages
+    (``language_counts``), when any row has one."""
     details = {**{k: {"note": v} for k, v in DROP_NOTES.items()},
                "decontaminate": {"threshold": params["decontaminate_threshold"], "ngram": params["decontaminate_ngram"]}}
     filters = [*decontamination, *({"step": reason,
@@ -46,7 +47,7 @@ def build_card(*, rows: list, sources: list, decontamination: list[dict[str, Any
     card: dict[str, Any] = {
         "title": f"curate export: {len(rows)} rows from "
                  f"{', '.join(str(Path(Path(s.path).parent.name, Path(s.path).name)) for s in sources)}",
-        "counts": _counts(rows),
+        "counts": {**_counts(rows), **({"language": languages} if languages else {})},
         "sources": [s.as_dict() for s in sources],
         "filters": filters,
         "parameters": params,
@@ -72,6 +73,33 @@ def _counts(rows: list) -> dict[str, Any]:
     out["level"] = dict(sorted(Counter(str(lv) for r in rows if r.split == "train" for lv in r.levels).items()))
     out["batches"] = {s: len({r.batch for r in rows if r.split == s}) for s in ("train", "dev")}
     return out
+
+
+def language_counts(records: list) -> dict[str, dict[str, int]]:
+    """How many rows ask their query in each language, and how many have their positive in it
+    (a record's ``positive_language``, else its ``language``); empty when no record says (then
+    the card is what it always was)."""
+    query: Counter = Counter()
+    positive: Counter = Counter()
+    for rec in records:
+        if rec.language:
+            query[rec.language] += 1
+        if rec.positive_language or rec.language:
+            positive[rec.positive_language or rec.language] += 1
+    if not query and not positive:
+        return {}
+    return {"query": dict(sorted(query.items())), "positive": dict(sorted(positive.items()))}
+
+
+def card_languages(counts: dict[str, dict[str, int]], declared: list[str], unlabelled: bool) -> list[str]:
+    """The card's ``language`` list: every language its rows' queries and positives are in, the
+    most frequent first, and ``declared`` (``--language``) for rows that do not say; only
+    ``declared`` when no row says (records from before ``generate --languages``, or mined ones)."""
+    if not counts:
+        return list(declared)
+    total = Counter(counts["query"]) + Counter(counts["positive"])
+    codes = [code for code, _ in sorted(total.items(), key=lambda kv: (-kv[1], kv[0]))]
+    return codes + [c for c in declared if c not in codes] if unlabelled else codes
 
 
 PATH_KEYS = ("path", "inputs", "qrels", "corpus")  # card entries whose strings are file paths

@@ -27,6 +27,11 @@ Per record, in this order (the first record-level fault wins):
   positive and its title (a negative made from the positive by a few edits, which Jaccard over
   the whole texts misses when the two differ in length).
 
+Text in a script written without spaces (Chinese, Japanese, Thai...: ``shingles.unspaced``) is
+measured in characters: its "words" above are word equivalents (characters /
+``shingles.CHARS_PER_WORD``, about 2 for Chinese and Japanese), and its n-grams character n-grams
+spanning as much text (``curate.dedup.shingles``); text in spaced scripts is measured in words.
+
 Families in ``copy_exempt_families`` (STS and bitext: a positive that rewords or translates the
 query by design) skip the copy guard on both sides, those in ``copy_exempt_negatives``
 (long-short, whose negatives are labels worded like the correct one) on negatives only.
@@ -45,7 +50,8 @@ from curate.core.errors import CurateError
 from curate.core.params import schema_from_defaults
 from curate.filter.base import keep_negatives, merge_params, FilterContext, register
 from curate.dedup.copies import COPY_CONTAINMENT, COPY_MIN_WORDS, COPY_NGRAM, CopyGuard
-from curate.dedup.shingles import char_shingles, normalize
+from curate.dedup import shingles
+from curate.dedup.shingles import char_shingles, normalize, token_text
 from curate.core.records import Negative, Record
 
 DEFAULT_SELF_EXPLANATION_PATTERNS = [
@@ -135,7 +141,9 @@ def _params(params: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def word_count(text: str) -> int:
-    return len(text.split())
+    """Whitespace-separated words; word equivalents for a text in a script written without
+    spaces (Chinese, Japanese, Thai...: characters / ``shingles.CHARS_PER_WORD``)."""
+    return shingles.word_count(text, lambda t: len(t.split()))
 
 
 def jaccard(a: set, b: set) -> float:
@@ -183,20 +191,24 @@ class _Checker:
         if requested is None:
             return None
         words = word_count(text)
+        unit = {"unit": "word-equivalents"} if shingles.unspaced(text) else {}
         tol, hi = self.p["length_tolerance"], self.p["length_max_ratio"]
         if tol is not None and words < tol * requested:
-            return "length-off", {"field": field, "words": words, "requested": requested,
+            return "length-off", {"field": field, "words": words, **unit, "requested": requested,
                                   "ratio": round(words / requested, 3), "min_ratio": tol}
         if hi is not None and words > hi * requested:
-            return "length-off", {"field": field, "words": words, "requested": requested,
+            return "length-off", {"field": field, "words": words, **unit, "requested": requested,
                                   "ratio": round(words / requested, 3), "max_ratio": hi}
         return None
 
-    def copy_fault(self, text: str, norm_query: str, query_words: int, field: str):
+    def copy_fault(self, text: str, norm_query: str, query_words: int, field: str,
+                   query_unspaced: bool = False):
+        """``norm_query``: the query's ``token_text``; the document is cut the same way (a
+        character a word when the query is unspaced, so a copied stretch is found mid-sentence)."""
         min_words = self.p["query_copy_min_words"]
         if not norm_query or min_words is None or query_words < int(min_words):  # null: copies allowed
             return None
-        if f" {norm_query} " in f" {normalize(text)} ":
+        if f" {norm_query} " in f" {token_text(text, query_unspaced)} ":
             return "query-copied", {"field": field, "query_words": query_words,
                                     "min_words": int(self.p["query_copy_min_words"])}
         return None
@@ -229,8 +241,9 @@ def heuristics(records: list[Record], params: dict[str, Any], ctx: FilterContext
         query_len_family = family in (p["length_query_families"] or [])
         if requested is not None:
             length_checked += 1
-        norm_query = normalize(rec.query or "")
-        query_words = len(norm_query.split())
+        query_unspaced = shingles.unspaced(rec.query or "")
+        norm_query = token_text(rec.query or "", query_unspaced)  # normalize(query) for spaced text
+        query_words = shingles.word_count(rec.query or "")
         negatives_in += len(rec.negatives)
         guard = None
         if copy_cut is not None and family not in guard_exempt and isinstance(rec.positive, str):
@@ -242,7 +255,7 @@ def heuristics(records: list[Record], params: dict[str, Any], ctx: FilterContext
             or check.text_fault(rec.positive, family, "document")
             or (check.length_fault(rec.query, requested, "query") if query_len_family else
                 check.length_fault(rec.positive, requested, "positive"))
-            or check.copy_fault(rec.positive, norm_query, query_words, "positive")
+            or check.copy_fault(rec.positive, norm_query, query_words, "positive", query_unspaced)
             or (guard_fault(guard, rec.query, "query-copies-positive", "query", query_min, copy_cut)
                 if guard is not None and query_min is not None else None)
             or check.explanation_fault(rec.positive, "positive")
@@ -265,7 +278,8 @@ def heuristics(records: list[Record], params: dict[str, Any], ctx: FilterContext
             fault = (
                 check.text_fault(text, family, "document")
                 or (None if query_len_family else check.length_fault(text, requested, "negative"))
-                or (None if copy_exempt else check.copy_fault(text, norm_query, query_words, "negative"))
+                or (None if copy_exempt else check.copy_fault(text, norm_query, query_words, "negative",
+                                                              query_unspaced))
                 or check.explanation_fault(text, "negative")
             )
             if fault is None:

@@ -9,7 +9,13 @@ configured judge labels the positive ``support`` / ``refute`` / ``neutral`` agai
 ``judge_answerable``: each judge says, per candidate and on its own, whether the positive and
 every negative give what the task asks for (``yes`` / ``partly`` / ``no``). A positive judged
 ``no`` drops the record (``positive-not-answering``); a negative judged ``yes`` is a false
-negative and goes (``negative-answers``).
+negative and goes (``negative-answers``). The same step runs other checks of one candidate at a
+time from its recipe entry alone: ``check`` (a name), ``template``, the ``verdicts`` that template
+offers, which ``negatives`` it reads (levels; ``[]``: only the positive), ``families`` and the
+failing verdicts. ``filters/reasoning.yaml`` asks whether a reasoning record's positive needs the
+inference its query calls for, ``filters/instruction.yaml`` whether an instruction record's level-1
+negative really breaks the query's instruction; their drops are ``positive-fails-CHECK`` and
+``negative-fails-CHECK``, their verdicts ``scores["judges"][CHECK]``.
 
 ``judge_query``: for queries an LLM wrote for a passage of the user's documents (``generate
 --from-corpus``), each judge scores the (query, positive) pair 1-10 for relevance, support and
@@ -127,6 +133,12 @@ ANSWERABLE_DEFAULTS: dict[str, Any] = {
     "families": None,  # null: every family
     "positive_fail": ["no"],  # verdicts that drop the record
     "negative_fail": ["yes"],  # verdicts that drop a negative
+    # Another check with the same step (filters/reasoning.yaml, filters/instruction.yaml): its
+    # name (scores.judges[check], drop reasons positive-fails-CHECK / negative-fails-CHECK), the
+    # verdicts its template offers, and which negatives it reads (levels, 1 hardest; null: all).
+    "check": "answerable",
+    "verdicts": list(ANSWER_VERDICTS),
+    "negatives": None,
 }
 QUERY_DEFAULTS: dict[str, Any] = {
     **COMMON_DEFAULTS,
@@ -327,7 +339,9 @@ def verdict_task(template: str, verdicts: list[str], prompt_dirs) -> LLMTask[Ver
 async def ask(client, judge: Judge, task: LLMTask[Verdict], rec: Record, passage: str, seed: int,
               extra: dict[str, Any] | None = None) -> Verdict:
     """One judge's answer on one passage; ``extra``: more template variables (relabel's positive)."""
-    variables = {"task": rec.task, "query": rec.query, "passage": passage, **(extra or {})}
+    parts = rec.meta.get("query_parts") if isinstance(rec.meta, dict) else None  # e.g. query and instruction
+    variables = {"task": rec.task, "query": rec.query, "passage": passage,
+                 "query_parts": parts if isinstance(parts, dict) else {}, **(extra or {})}
     try:
         result = await task.run(client, variables, seed, params=judge.params)
     except asyncio.CancelledError:
@@ -456,11 +470,40 @@ async def judge_refute(records: list[Record], params: dict[str, Any], ctx: Filte
 # --------------------------------------------------------------------------- judge_answerable
 
 
+def _answerable_params(params: dict[str, Any] | None) -> dict[str, Any]:
+    p = _merge("judge_answerable", params)
+    for key in ("verdicts", "positive_fail", "negative_fail"):  # one name: a list of one
+        if isinstance(p[key], str):
+            p[key] = [p[key]]
+    verdicts = p["verdicts"]
+    if (not isinstance(verdicts, list) or not verdicts or len(set(verdicts)) != len(verdicts)
+            or not all(isinstance(v, str) and v.strip() for v in verdicts)):
+        raise CurateError(f"judge_answerable: verdicts must be a list of distinct names, got {verdicts!r}")
+    for key in ("positive_fail", "negative_fail") if p["negatives"] != [] else ("positive_fail",):
+        unknown = [v for v in p[key] or [] if v not in verdicts]
+        if unknown:
+            raise CurateError(f"judge_answerable: {key} names {', '.join(map(str, unknown))}, which is not one of "
+                              f"the verdicts ({', '.join(verdicts)})")
+    levels = p["negatives"]
+    if levels is not None and not (isinstance(levels, list) and all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in levels)):
+        raise CurateError(f"judge_answerable: negatives must be null (all) or a list of levels (1 = hardest), "
+                          f"got {levels!r}")
+    if not isinstance(p["check"], str) or not re.fullmatch(r"[a-z][a-z0-9_-]*", p["check"]):
+        raise CurateError(f"judge_answerable: check must be a plain lower-case name, got {p['check']!r}")
+    return p
+
+
+def _judged_negative(neg, index: int, levels: list[int] | None) -> bool:
+    """Is this negative one the step reads (its level, else its place, among ``levels``)?"""
+    return levels is None or (neg.level if isinstance(neg.level, int) else index + 1) in levels
+
+
 @register("judge_answerable", schema_from_defaults("JudgeAnswerableParams", ANSWERABLE_DEFAULTS),
-          lambda params: _merge("judge_answerable", params), kind="map")
+          _answerable_params, kind="map")
 async def judge_answerable(records: list[Record], params: dict[str, Any], ctx: FilterContext) -> list[Record]:
     step = "judge_answerable"
-    p = _merge(step, params)
+    p = _answerable_params(params)
     targets = _family_targets(records, p["families"])
     if not targets:
         ctx.note(records_in=len(records), judged=0)
@@ -468,8 +511,11 @@ async def judge_answerable(records: list[Record], params: dict[str, Any], ctx: F
 
     positive_fail = set(p["positive_fail"] or [])
     negative_fail = set(p["negative_fail"] or [])
+    check, levels = p["check"], p["negatives"]
+    pos_reason, neg_reason = (("positive-not-answering", "negative-answers") if check == "answerable"
+                              else (f"positive-fails-{check}", f"negative-fails-{check}"))
     judges = parse_judges(step, p["judges"])
-    task = verdict_task(p["template"], ANSWER_VERDICTS, [*p["prompt_dirs"], *ctx.prompt_dirs])
+    task = verdict_task(p["template"], p["verdicts"], [*p["prompt_dirs"], *ctx.prompt_dirs])
     task.check()
     log = CallLog(step)
 
@@ -489,8 +535,10 @@ async def judge_answerable(records: list[Record], params: dict[str, Any], ctx: F
             pos = await judge_text(rec, 0, rec.positive)
             if not positive_passes(pos):
                 return pos, None  # the record goes: its negatives need no judging
-            negs = await asyncio.gather(*(judge_text(rec, k + 1, n.text) for k, n in enumerate(rec.negatives)))
-            return pos, list(negs)
+            negs = await asyncio.gather(*(judge_text(rec, k + 1, n.text) for k, n in enumerate(rec.negatives)
+                                          if _judged_negative(n, k, levels)))
+            judged = iter(negs)  # aligned with every negative again: None where it was not read
+            return pos, [next(judged) if _judged_negative(n, k, levels) else None for k, n in enumerate(rec.negatives)]
 
         results = await log.collect(targets, work, p["concurrency"])
     ctx.note(**log.note())
@@ -508,10 +556,10 @@ async def judge_answerable(records: list[Record], params: dict[str, Any], ctx: F
         pos_named = named(pos)
         tally.update(f"positive:{v}" for v in pos_named.values())
         scores = {"positive": pos_named}
-        _judges_scores(rec)["answerable"] = scores
+        _judges_scores(rec)[check] = scores
         if negs is None:
             if any(v.verdict in positive_fail for v in pos if v.error is None):
-                ctx.reject(rec, "positive-not-answering",
+                ctx.reject(rec, pos_reason,
                            {"verdicts": pos_named,
                             "reasons": {j.name: v.reason for j, v in zip(judges, pos) if v.verdict in positive_fail}})
             else:
@@ -521,10 +569,14 @@ async def judge_answerable(records: list[Record], params: dict[str, Any], ctx: F
         errors += bool(failed(pos))
         survivors, kept_verdicts = [], []
         for k, (neg, verdicts) in enumerate(zip(rec.negatives, negs)):
+            if verdicts is None:  # a level this check does not read
+                survivors.append(neg)
+                kept_verdicts.append(None)
+                continue
             v_named = named(verdicts)
             tally.update(f"negative:{v}" for v in v_named.values())
             if any(v.verdict in negative_fail for v in verdicts if v.error is None):
-                ctx.reject(rec, "negative-answers",
+                ctx.reject(rec, neg_reason,
                            {"index": k, "verdicts": v_named,
                             "reasons": {j.name: v.reason for j, v in zip(judges, verdicts)
                                         if v.verdict in negative_fail}}, negative=neg)

@@ -251,6 +251,8 @@ def _source(grid: Grid, arm: Arm, qrels: Path | None, work: Path) -> tuple[Stage
               else {"corpus": grid.data, "n": g["passages"]})
     if g.get("copy_retries") is not None:
         source["copy_retries"] = g["copy_retries"]
+    if g.get("task"):
+        source["tasks"] = (g["task"],)
     return GENERATE, GenerateOptions(out=folder, seed=g["seed"], max_chars=g["max_chars"], llm=llm, **source)
 
 

@@ -26,6 +26,8 @@ error naming the file and the arm, before anything runs.
       # Promptagator's round trip, then mining against the passages and the export
       from-corpus: {generate: {passages: 300}, filter: from-corpus}
       titles: {generate: {passages: 300, queries: title}, filter: from-corpus}
+      # queries that need a step of reasoning to reach their passage (the reasoning spec)
+      reasoning: {generate: {passages: 300, task: reasoning}, filter: from-corpus}
       # the split's own (query, positive) pairs with negatives the LLM writes (generate --from-pairs),
       # exported as they are (mine: false) or with mined negatives added
       llm-negatives: {generate: {queries: pairs}, mine: false}
@@ -62,6 +64,9 @@ EXPORT_FIXED = {"inputs", "out", "formats", "batch_size", "seed", "dev_fraction"
 GENERATE_KEYS = {"passages": 300, "queries": "llm", "seed": 0, "base_url": None, "model": None,
                  "model_path": None, "max_chars": None,
                  "copy_retries": None}  # None: generate's default (--copy-retries)
+# further keys an arm may give, left out of its mapping when not given, so the folders (digests) of
+# arms written before they existed stay the same
+GENERATE_OPTIONAL = {"task"}  # a spec for the passages (e.g. reasoning): generate --task with --from-corpus
 PAIRS = "pairs"  # queries: the split's training pairs, the LLM writes their negatives (no passages sampled)
 ST_OWN = {"positives", "rows"}  # ablate's own keys for the st arm (see arms.st_pairs)
 ST_FIXED = {"dataset", "model", "anchor_column_name", "positive_column_name", "corpus", "output_format",
@@ -206,7 +211,7 @@ def _generate(path: Path, where: str, spec: dict[str, Any]) -> dict[str, Any] | 
     if "generate" not in spec:
         return None
     given = _mapping(f"{where} generate", spec["generate"])
-    _check_keys(f"{where} generate", given, set(GENERATE_KEYS))
+    _check_keys(f"{where} generate", given, set(GENERATE_KEYS) | GENERATE_OPTIONAL)
     out = {**GENERATE_KEYS, **given}
     from curate.generate.from_corpus import EXTRACTED
 
@@ -226,10 +231,33 @@ def _generate(path: Path, where: str, spec: dict[str, Any]) -> dict[str, Any] | 
         raise CurateError(f"{where} generate: copy_retries must be an integer from 0 to 10 (or left out: the default)")
     if out["base_url"] is not None and not out["model"]:
         raise CurateError(f"{where} generate: base_url needs model (the name the server serves)")
+    if "task" in out:
+        if out["queries"] != "llm" or not isinstance(out["task"], str) or not out["task"].strip():
+            raise CurateError(f"{where} generate: task names a spec for the passages (e.g. reasoning), with "
+                              "queries: llm")
+        if out["task"].endswith((".yaml", ".yml")):  # a spec file, relative to the grid file
+            spec_file = Path(out["task"]).expanduser()
+            out["task"] = str(spec_file if spec_file.is_absolute() else path.parent / spec_file)
+        check_task = _corpus_spec(out["task"])
+        if check_task:
+            raise CurateError(f"{where} generate: task {out['task']!r}: {check_task}")
     if out["model_path"] is not None:
         model_path = Path(str(out["model_path"])).expanduser()
         out["model_path"] = str(model_path if model_path.is_absolute() else (path.parent / model_path))
     return out
+
+
+def _corpus_spec(name: str) -> str | None:
+    """Why the spec ``name`` cannot write queries for passages (None when it can), checked as
+    ``generate --from-corpus`` checks it before any server starts."""
+    from curate.generate.from_corpus import check_spec
+    from curate.llm.taskspec import load_spec
+
+    try:
+        check_spec(load_spec(name))
+    except CurateError as e:
+        return str(e)
+    return None
 
 
 def _recipe(path: Path, value: Any) -> Any:
