@@ -3,13 +3,14 @@
 
 No multilingual retrieval set installs from the package index, and a hub is out of reach, so
 this one is built from text people translated by hand: the gettext catalogues (``.po``) that the
-``django`` wheel ships for about a hundred languages. Each English message with four words or
-more that every chosen language translates is one item: its translation into the query
-language (German by default, so the set is not English-led) is the query, its English text and
-its translations into the other languages are the corpus, and all of them are the query's
-relevant documents. The messages are
-split into train and test by a seeded shuffle, so no test message (in any language) is trained
-on. Written in BEIR layout, so ``curate mine``, ``curate eval`` and ``curate ablate`` read it.
+``django`` wheel ships for about a hundred languages. Each English message of three words or more
+that the query language translates is one item: its translation into the query language (German
+by default, so the set is not English-led) is the query, and one translation of it, in a
+language drawn per message from English, Spanish, French, Russian, Japanese, Chinese and Arabic,
+is the corpus document and the query's one relevant document. One relevant document a query, so
+nothing in the corpus is relevant but unlabelled, and a student must match meaning across
+languages, not a language. The messages are split into train and test by a seeded shuffle.
+Written in BEIR layout, so ``curate mine``, ``curate eval`` and ``curate ablate`` read it.
 
     .venv/bin/pip install django   # only this script needs it
     .venv/bin/python bench/multilingual_set.py --out runs/data/django-bitext
@@ -26,7 +27,8 @@ import random
 from pathlib import Path
 
 LANGUAGES = ("de", "es", "fr", "ru", "ja", "zh_Hans", "ar")
-CODES = {"zh_Hans": "zh"}  # gettext's folder name -> the ISO code a record carries
+CODES = {"zh_Hans": "zh"}
+MIN_WORDS = 3  # gettext's folder name -> the ISO code a record carries
 
 
 def catalogue(root: Path, lang: str) -> dict[str, str]:
@@ -38,7 +40,7 @@ def catalogue(root: Path, lang: str) -> dict[str, str]:
         with po.open("rb") as fh:
             for msg in read_po(fh):
                 if (isinstance(msg.id, str) and isinstance(msg.string, str) and msg.string.strip()
-                        and not msg.fuzzy and "%" not in msg.id and "{" not in msg.id and len(msg.id.split()) >= 4):
+                        and not msg.fuzzy and "%" not in msg.id and "{" not in msg.id and len(msg.id.split()) >= MIN_WORDS):
                     out.setdefault(" ".join(msg.id.split()), " ".join(msg.string.split()))
     return out
 
@@ -48,12 +50,16 @@ def build(out: Path, query_language: str = "de", languages=LANGUAGES, test_share
     import django
 
     root = Path(django.__file__).parent
-    books = {lang: catalogue(root, lang) for lang in languages}
-    messages = sorted(set.intersection(*(set(b) for b in books.values())))
-    asked = books[query_language] if query_language != "en" else {m: m for m in messages}
-    books["en"] = {m: m for m in messages}
-    targets = [lang for lang in ("en", *languages) if lang != query_language]
-    random.Random(seed).shuffle(messages)
+    asked = catalogue(root, query_language)
+    books = {lang: catalogue(root, lang) for lang in languages if lang != query_language}
+    books["en"] = {m: m for m in asked}
+    targets = ["en", *books.keys() - {"en"}]
+    targets.sort()
+    messages = sorted(asked)
+    rng = random.Random(seed)
+    rng.shuffle(messages)
+    # each message's document: its translation into one of the languages that have it, drawn
+    doc_lang = {m: rng.choice([lang for lang in targets if m in books[lang]]) for m in messages}
     n_test = round(len(messages) * test_share)
     split = {m: ("test" if i < n_test else "train") for i, m in enumerate(messages)}
     out.mkdir(parents=True, exist_ok=True)
@@ -62,20 +68,19 @@ def build(out: Path, query_language: str = "de", languages=LANGUAGES, test_share
             (out / "queries.jsonl").open("w", encoding="utf-8") as queries:
         for i, m in enumerate(messages):
             queries.write(json.dumps({"_id": f"q{i}", "text": asked[m]}, ensure_ascii=False) + "\n")
-            for lang in targets:
-                corpus.write(json.dumps({"_id": f"d{i}-{CODES.get(lang, lang)}", "title": "",
-                                         "text": books[lang][m]}, ensure_ascii=False) + "\n")
+            corpus.write(json.dumps({"_id": f"d{i}", "title": "", "text": books[doc_lang[m]][m]},
+                                    ensure_ascii=False) + "\n")
     for name in ("train", "test"):
         with (out / "qrels" / f"{name}.tsv").open("w", encoding="utf-8") as fh:
             fh.write("query-id\tcorpus-id\tscore\n")
             for i, m in enumerate(messages):
                 if split[m] == name:
-                    for lang in targets:
-                        fh.write(f"q{i}\td{i}-{CODES.get(lang, lang)}\t1\n")
+                    fh.write(f"q{i}\td{i}\t1\n")
+    from collections import Counter
+
     info = {"source": f"django {django.__version__} gettext catalogues", "queries_in": query_language,
-            "documents_in": [CODES.get(lang, lang) for lang in targets],
-            "messages": len(messages), "test": n_test, "train": len(messages) - n_test,
-            "documents": len(messages) * len(targets)}
+            "documents_in": {CODES.get(k, k): v for k, v in Counter(doc_lang.values()).most_common()},
+            "messages": len(messages), "test": n_test, "train": len(messages) - n_test}
     (out / "SOURCE.txt").write_text(
         "Built by bench/multilingual_set.py from the translations the django wheel ships "
         f"(BSD licence): {json.dumps(info)}\n", encoding="utf-8")
