@@ -181,6 +181,8 @@ def generate_stage(opts: GenerateOptions) -> dict[str, Any]:
         if len(names) > 1 or "all" in names:
             raise CurateError(f"{flag} goes with a single --task (default: {default})")
     _check_inputs(names, opts.tasks_dirs, source)
+    if opts.languages:
+        _note_languages_ignored(names, opts.tasks_dirs)
     out = Path(opts.out)
     pairs = docs = None
     if opts.pairs:  # read and checked before any server starts
@@ -292,6 +294,21 @@ def write_in_item_order(path: Path, ids: Sequence[str]) -> bool:
 
     atomic_write_bytes(path, lines())
     return True
+
+
+def _note_languages_ignored(names: Sequence[str], tasks_dirs: Sequence[str]) -> None:
+    """One warning line for each family ``--languages`` leaves as it is (its spec has no
+    ``languages`` key), so a user does not take its records for multilingual ones."""
+    from curate.core.progress import console
+    from curate.llm.taskspec import load_spec
+
+    dirs = tuple(Path(d) for d in tasks_dirs)
+    for name in families(names, tasks_dirs):
+        spec = load_spec(name, dirs)
+        if spec.languages is None:
+            console.print(f"curate: warning: --languages: {spec.family} does not take part (its spec has no "
+                          "'languages' key) and writes in its own language", markup=False, highlight=False,
+                          soft_wrap=True)
 
 
 def _check_inputs(names: Sequence[str], tasks_dirs: Sequence[str], source: str | None) -> None:

@@ -274,3 +274,14 @@ def test_cli_default_ids_bitext_pairs_and_a_bad_value(tmp_path):
     assert proc.returncode == 2
     assert_one_line_error(proc, "unknown language 'klingon'")
     assert not (tmp_path / "bad" / "generated.jsonl").exists()
+
+
+def test_a_family_that_does_not_take_part_says_so_and_keeps_its_language(tmp_path):
+    """``--languages`` with sts (its spec has no ``languages`` key): one warning line naming it,
+    and its records carry no language, rather than looking multilingual."""
+    with fake_llm_server() as srv:
+        run = run_cmd(_cli(srv, tmp_path, "sts", 3, "--languages", "de", task="sts"), tmp_path / "sts",
+                      tmp_path / "home")
+    warned = [line for line in run.output.splitlines() if "--languages" in line]
+    assert len(warned) == 1 and "sts does not take part" in warned[0], run.output
+    assert len(run.generated) == 3 and all("language" not in r for r in run.generated)
