@@ -20,18 +20,17 @@ from __future__ import annotations
 import difflib
 import math
 import random
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from curate.core.errors import CurateError
+from curate.core.records import LANGUAGE_CODE
 from curate.core.resources import resource_dir
 
 POOL_FILE = "languages.tsv"
 ENGLISH = "en"
-CODE_RE = re.compile(r"[a-z]{2,3}")  # ISO 639-1, else 639-3; no region suffix
 SPEC_MODES = ("pool", "pair")  # a spec's ``languages`` key
 
 
@@ -169,7 +168,7 @@ def read_pool_file(path: Path, shipped: bool = False) -> Pool:
             raise CurateError(f"{where}: the weight must be a positive number, got {cols[-1]!r}")
         if len(cols) == 3:
             code, name = cols[0].lower(), " ".join(cols[1].split())
-            if not CODE_RE.fullmatch(code):
+            if not LANGUAGE_CODE.fullmatch(code):  # what a record's language may hold
                 raise CurateError(f"{where}: {cols[0]!r} is not a language code (ISO 639: two or three "
                                   "lower-case letters, no region)")
         elif shipped:
