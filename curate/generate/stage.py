@@ -120,12 +120,6 @@ class GenerateOptions(StageOptions):
                 "CODE<TAB>WEIGHT lines. Only families whose spec has a 'languages' key take part (all but sts and "
                 "from-pairs); bitext draws two different ones  [default: each spec's own language]."})
 
-    def language_pool(self):
-        """The ``--languages`` pool (``curate.generate.languages.Pool``), or None without one."""
-        from curate.generate.languages import parse_languages
-
-        return parse_languages(self.languages)
-
 
 def families(names: Sequence[str], tasks_dirs: Sequence[str]) -> list[str]:
     from curate.llm.taskspec import list_families, load_spec
@@ -192,6 +186,9 @@ def generate_stage(opts: GenerateOptions) -> dict[str, Any]:
 
         docs = read_documents(opts.corpus)
         docs.check_target(out / CORPUS)
+    from curate.generate.languages import parse_languages
+
+    pool = parse_languages(opts.languages)  # read once (a weights file), checked before any server starts
     planned: list[str] = []  # every item's id, families in turn, each family's items in plan order
 
     async def one(spec, client, stats, progress):
@@ -200,13 +197,13 @@ def generate_stage(opts: GenerateOptions) -> dict[str, Any]:
             stats.extra["tasks_used"] = len(tasks)
             if pairs is not None:
                 items = from_pairs.pair_items(spec, pairs, tasks, opts.seed, stats, opts.pins, opts.max_chars,
-                                              limit=opts.n, languages=opts.language_pool())
+                                              limit=opts.n, languages=pool)
             else:
                 docs.write_corpus(out / CORPUS)  # the corpus filter --corpus and mine --corpus take
                 stats.extra["passages"] = len(docs.passages)
                 from_corpus.report_reading(docs, stats)
                 items = from_corpus.corpus_items(spec, docs, opts.n, tasks, opts.seed, stats, opts.pins,
-                                                 opts.max_chars, languages=opts.language_pool())
+                                                 opts.max_chars, languages=pool)
         else:
             if given:
                 tasks = load_tasks(Path(opts.tasks_file), spec.family)
@@ -219,7 +216,7 @@ def generate_stage(opts: GenerateOptions) -> dict[str, Any]:
                     raise CurateError(f"{spec.family}: brainstorming gave no usable task (see {out}/logs)")
             stats.extra["tasks_used"] = len(tasks)
             items = plan_items(spec, tasks, opts.n or 100, opts.seed, opts.pins, opts.max_chars,
-                               languages=opts.language_pool())
+                               languages=pool)
         planned.extend(it.id for it in items)  # planned here, so the finished file can be put in this order
         return Family(spec, items, stats)  # asked for with every other family's, in one queue
 
