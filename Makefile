@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.curate-installed
 
-.PHONY: setup demo test clean vllm flagembedding
+.PHONY: setup demo test clean vllm flagembedding browser
 
 setup: $(STAMP)
 
@@ -29,8 +29,14 @@ demo: setup
 
 # The suite includes the vLLM integration test (tests/llm/test_vllm.py), so vLLM's CPU build is set up
 # too; CURATE_REQUIRE_VLLM makes that test fail, not skip, if it cannot find vLLM.
-test: setup vllm flagembedding
-	CURATE_REQUIRE_VLLM=1 CURATE_REQUIRE_FLAGEMBEDDING=1 $(BIN)/python -m pytest -q --durations=15
+test: setup vllm flagembedding browser
+	CURATE_REQUIRE_VLLM=1 CURATE_REQUIRE_FLAGEMBEDDING=1 CURATE_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -q --durations=15
+
+# Headless Chromium and its driver from Debian's packages, for the test that opens `curate report`'s
+# page in a real browser (tests/report/test_report_browser.py); installed when missing (needs root).
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; }
 
 # vLLM's CPU build, in an environment of its own (its torchvision breaks curate's transformers;
 # the conversion of the bundled GGUF needs transformers, so torchvision goes). `curate serve`

@@ -13,6 +13,7 @@ command prints.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from curate.convert.main import ConvertOptions
@@ -26,10 +27,11 @@ from curate.generate.stage import GenerateOptions, StageOptions
 from curate.llm.options import LLMOptions
 from curate.mine.main import MineOptions
 from curate.flows.pipeline import PipelineOptions
+from curate.report.main import ReportOptions
 
 __all__ = ["CurateError", "ConvertOptions", "EvalOptions", "Executor", "ExportOptions", "FilterOptions", "GenerateOptions",
-           "LLMOptions", "MineOptions", "PipelineOptions", "StageOptions", "brainstorm", "convert", "evaluate",
-           "export", "filter", "generate", "mine", "pipeline"]
+           "LLMOptions", "MineOptions", "PipelineOptions", "ReportOptions", "StageOptions", "brainstorm", "convert", "evaluate",
+           "export", "filter", "generate", "mine", "pipeline", "report"]
 
 
 def brainstorm(opts: StageOptions, n: int = 50) -> dict[str, Any]:
@@ -79,3 +81,10 @@ def pipeline(opts: PipelineOptions) -> dict[str, Any]:
     from curate.flows.pipeline import run_pipeline
 
     return run_pipeline(opts)
+
+
+def report(opts: ReportOptions) -> Path:
+    """Write a run folder's HTML page (``curate report``); returns its path."""
+    from curate.report.main import run_report
+
+    return run_report(opts)

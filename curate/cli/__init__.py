@@ -25,6 +25,7 @@ from curate.cli.generate import generate
 from curate.cli.mine import mine
 from curate.cli.options import Command
 from curate.cli.pipeline import pipeline
+from curate.cli.report import report
 from curate.cli.serve import serve
 from curate.core.errors import CurateError
 
@@ -39,7 +40,7 @@ def cli() -> None:
 
 
 cli.command_class = Command  # a command added with @cli.command() builds its options lazily too
-for command in (brainstorm, generate, filter_cmd, mine, export, convert, eval_command, ablate, pipeline, serve):
+for command in (brainstorm, generate, filter_cmd, mine, export, convert, eval_command, ablate, pipeline, report, serve):
     cli.add_command(command)
 
 

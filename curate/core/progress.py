@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
 from rich.table import Table
 from rich.text import Text
 
@@ -30,6 +33,7 @@ class RunStats:
     started: float = field(default_factory=time.perf_counter)
     ended: float | None = None  # set when the work ended before the run did (a family of a shared queue)
     extra: dict[str, Any] = field(default_factory=dict)
+    price: float | None = None  # of 1,000 tokens (--price-per-1k-tokens): the run's cost is reported with it
 
     def add(self, ok: bool, prompt_tokens: int = 0, completion_tokens: int = 0, reason: str | None = None,
             cached: bool = False) -> None:
@@ -58,8 +62,15 @@ class RunStats:
             "wall_seconds": round(wall, 2),
             "records_per_second": round(self.ok / wall, 3) if wall > 0 else None,
             "completion_tokens_per_second": round(self.completion_tokens / wall, 1) if wall > 0 else None,
+            **({"cost": token_cost(self.prompt_tokens + self.completion_tokens, self.price)}
+               if self.price is not None else {}),
             **self.extra,
         }
+
+
+def token_cost(tokens: int | float, price: float | None) -> float | None:
+    """What ``tokens`` cost at ``price`` per 1,000 (None: no price given)."""
+    return None if price is None else round(tokens / 1000 * price, 4)
 
 
 def reason_kind(reason: str | None) -> str:
@@ -90,6 +101,7 @@ def progress_bar(stats: RunStats | None, description: str) -> Progress:
         MofNCompleteColumn(),
         _RateColumn(stats),
         TimeElapsedColumn(),
+        TimeRemainingColumn(),
         console=console,
         transient=False,
         refresh_per_second=2,  # redrawing costs CPU that the event loop needs at thousands of requests/s
@@ -108,4 +120,30 @@ def print_summary(stats: RunStats, title: str) -> None:
     table.add_row("wall time", f"{d['wall_seconds']:.1f} s")
     if d["completion_tokens_per_second"] is not None:
         table.add_row("throughput", f"{d['records_per_second']} records/s, {d['completion_tokens_per_second']} tokens/s")
+    if d.get("cost") is not None:
+        table.add_row("cost", f"${d['cost']:,.4f} at ${stats.price:g} per 1,000 tokens")
     console.print(table)
+
+
+_bars = {"quiet": False}  # curate ablate turns the stages' bars off (its own lines stay readable)
+
+
+def quiet_bars(quiet: bool = True) -> None:
+    """Show (or not) the bars ``track`` draws unless a caller asks otherwise."""
+    _bars["quiet"] = quiet
+
+
+@contextmanager
+def track(total: int, description: str, quiet: bool | None = None) -> Iterator[Callable[[int], None]]:
+    """One bar with an ETA for a long piece of work (encoding, searching, judging, training);
+    yields ``advance(n=1)``. Callers open it only for work big enough to matter. No bar, and an
+    advance that does nothing, when ``quiet`` (default: ``quiet_bars``), when ``total`` is 0, or
+    when stderr is not a terminal: a log or a test reads the summaries, not a bar's redraws."""
+    quiet = _bars["quiet"] if quiet is None else quiet
+    if quiet or total <= 0 or not console.is_terminal:
+        yield lambda n=1: None
+        return
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TimeRemainingColumn(), console=console, transient=False, refresh_per_second=2) as progress:
+        task = progress.add_task(description, total=total)
+        yield lambda n=1: progress.advance(task, n)

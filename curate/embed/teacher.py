@@ -45,6 +45,7 @@ import numpy as np
 from curate.embed.cache import EmbeddingCache
 from curate.core.errors import CurateError
 from curate.core.executor import Executor, WorkerPool
+from curate.core.progress import track
 from curate.core.registry import Registry
 
 BUNDLED_ID = "sentence-transformers/all-MiniLM-L6-v2"
@@ -476,17 +477,20 @@ class Teacher:
             self.cache_hits += int(found.sum())
         todo = sorted(np.flatnonzero(~found).tolist(), key=lambda j: len(uniq[j]), reverse=True)
         block = self.batch_size * 32  # written to the cache block by block
-        for rows, emb in self._encode_blocks(uniq, todo, block, prompt):
-            part = [uniq[j] for j in rows]
-            if out is None:
-                out = np.empty((len(uniq), emb.shape[1]), dtype=np.float32)
-            elif emb.shape[1] != out.shape[1]:  # sharded: the workers have no cache to check against
-                raise CurateError(f"teacher {self.model_id}: {emb.shape[1]}-d vectors, but its cached ones are "
-                                  f"{out.shape[1]}-d (another model under the same name?)")
-            if self.cache is not None:
-                self.cache.put_many(self.model_id, prompt, part, emb)
-            out[rows] = emb
-            self.encoded += len(part)
+        # a bar only for more than one block; the blocks are the same with it or without it
+        with track(len(todo) if len(todo) > block else 0, f"encoding with {self.model_name}") as advance:
+            for rows, emb in self._encode_blocks(uniq, todo, block, prompt):
+                part = [uniq[j] for j in rows]
+                if out is None:
+                    out = np.empty((len(uniq), emb.shape[1]), dtype=np.float32)
+                elif emb.shape[1] != out.shape[1]:  # sharded: the workers have no cache to check against
+                    raise CurateError(f"teacher {self.model_id}: {emb.shape[1]}-d vectors, but its cached ones "
+                                      f"are {out.shape[1]}-d (another model under the same name?)")
+                if self.cache is not None:
+                    self.cache.put_many(self.model_id, prompt, part, emb)
+                out[rows] = emb
+                self.encoded += len(part)
+                advance(len(part))
         if len(uniq) == len(texts):
             return out
         return out[np.fromiter((row_of[t] for t in texts), dtype=np.int64, count=len(texts))]

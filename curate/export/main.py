@@ -34,6 +34,7 @@ from curate.core.runner import Drop, open_run
 
 LEGACY_REPORT = "export_report.json"  # report.json's name before the stage contract: a copy for one release
 INDEX = "README.md"  # above the formats' folders when there are several
+LONG_WRITE = 100_000  # rows from which writing several formats takes long enough for a bar
 
 
 def nested(formats) -> bool:
@@ -282,10 +283,16 @@ def _audit(opts: ExportOptions, items, rows: list[ExportRow]) -> tuple[dict[str,
 def _write(folder: Path, writers: dict[str, Callable], rows: list[ExportRow], card: dict[str, Any],
            started: float) -> dict[str, Any]:
     """Every format (one subfolder each when there are several) and the report."""
+    from curate.core.progress import track
+
     outputs = {}
-    for name, writer in writers.items():
-        written = writer(rows, folder / name if nested(writers) else folder, card)
-        outputs[name] = [str(Path(p).relative_to(folder)) for p in written]
+    # a bar for several formats of many rows: it moves a format at a time (each writer takes every row at once)
+    long = len(writers) > 1 and len(rows) >= LONG_WRITE
+    with track(len(rows) * len(writers) if long else 0, f"writing {len(writers)} formats") as advance:
+        for name, writer in writers.items():
+            written = writer(rows, folder / name if nested(writers) else folder, card)
+            outputs[name] = [str(Path(p).relative_to(folder)) for p in written]
+            advance(len(rows))
     if len(writers) > 1:  # a card above the formats: which one datasets reads, how to train on each
         from curate.export.formats.card import write_index
         from curate.export.formats.usage import commands, settings

@@ -80,6 +80,7 @@ class FilterContext:
     stack: Any = None  # the run's AsyncExitStack: clients stay open until the last step is done
     executor: Any = None  # the run's Executor: a global step may run in stages on it (minhash)
     prompt_dirs: tuple[str, ...] = ()  # --prompts-dir: searched after a judge's own prompt_dirs
+    price: float | None = None  # of 1,000 tokens at the judges' servers: their estimates and notes show cost
     _teacher: Any = None
 
     @property

@@ -121,8 +121,10 @@ def _filter(records, in_path: Path, out_dir: Path, run, recipe, teacher, query_p
     for key, value in (("model", teacher), ("query_prompt", query_prompt), ("doc_prompt", doc_prompt)):
         if value is not None:
             teacher_cfg[key] = value
+    price = llm_opts.price_per_1k_tokens if llm_opts.price_per_1k_tokens is not None else recipe.price_per_1k_tokens
     ctx = FilterContext(out_dir=out_dir, executor=executor, teacher_factory=_teacher_factory(teacher_cfg, executor),
-                        llm_factory=_judge_factory(llm_opts, out_dir), corpus=corpus, prompt_dirs=prompt_dirs)
+                        llm_factory=_judge_factory(llm_opts, out_dir), corpus=corpus, prompt_dirs=prompt_dirs,
+                        price=price)
     unique, dup_row = _first_copies(records, ctx)
     kept, rows = run_steps(unique, recipe, ctx, executor)
     rows = dup_row + rows

@@ -37,6 +37,8 @@ class RecipeFile:
     name: Any = None
     teacher: dict[str, Any] | None = None
     steps: list[Any] = field(default_factory=list)
+    # the judges' price of 1,000 tokens, unless --price-per-1k-tokens gives one
+    price_per_1k_tokens: float | None = field(default=None, metadata={"min": 0.0})
 
 
 @dataclass
@@ -45,6 +47,7 @@ class Recipe:
     path: Path
     steps: list[StepConfig]
     teacher: dict[str, Any] = field(default_factory=dict)
+    price_per_1k_tokens: float | None = None
 
 
 def find_recipe(name_or_path: str) -> Path:
@@ -94,7 +97,8 @@ def load_recipe(name_or_path: str) -> Recipe:
             except (TypeError, ValueError, AttributeError) as e:  # a value of a type the check did not expect
                 raise CurateError(f"{where} ({name}): a parameter has the wrong type: {e}") from None
         steps.append(StepConfig(name, dict(params or {})))
-    return Recipe(name=str(raw.get("name") or path.stem), path=path, steps=steps, teacher=teacher)
+    return Recipe(name=str(raw.get("name") or path.stem), path=path, steps=steps, teacher=teacher,
+                  price_per_1k_tokens=raw.get("price_per_1k_tokens"))
 
 
 def _check_teacher_model(path: Path, model: str | None) -> None:

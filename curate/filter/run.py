@@ -81,9 +81,11 @@ class _Shard:
     out_dir: Path
     llm_factory: Any
     prompt_dirs: tuple[str, ...] = ()
+    price: float | None = None
 
     def __call__(self, records: list[Record]) -> tuple[list[Record], list[Drop], list[dict[str, Any]]]:
-        ctx = FilterContext(out_dir=self.out_dir, llm_factory=self.llm_factory, prompt_dirs=self.prompt_dirs)
+        ctx = FilterContext(out_dir=self.out_dir, llm_factory=self.llm_factory, prompt_dirs=self.prompt_dirs,
+                            price=self.price)
         kept, rows = asyncio.run(_run_steps(records, self.steps, ctx, self.fns))
         return kept, ctx.rejections, rows
 
@@ -91,7 +93,7 @@ class _Shard:
 def _sharded(records: list[Record], steps: list, ctx: FilterContext, executor: Executor
              ) -> tuple[list[Record], list[dict[str, Any]]]:
     shard = _Shard(steps, tuple(STEPS.get(cfg.name).fn for cfg in steps), ctx.out_dir, ctx.llm_factory,
-                   ctx.prompt_dirs)
+                   ctx.prompt_dirs, ctx.price)
     results = map_shards(shard, split(records, executor.shards), executor)
     kept = [r for shard_kept, _, _ in results for r in shard_kept]
     rows = []

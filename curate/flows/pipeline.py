@@ -71,6 +71,8 @@ class PipelineOptions:
         "metavar": "ID",
         "help": "The export card's licence, a Hub id such as cc-by-4.0: the one your documents are under."})
     plots: bool = field(default=True, metadata={"help": "Write filter's and mine's plots."})
+    report: bool = field(default=True, metadata={
+        "help": "Write RUN/report.html at the end: the funnel, time and cost, charts and a record browser."})
     prompts_dirs: tuple[str, ...] = field(default=(), metadata={
         "flag": "--prompts-dir", "path": "dir",
         "help": "Extra folder of Jinja templates, searched before the shipped prompts/."})
@@ -107,13 +109,18 @@ def run_pipeline(opts: PipelineOptions) -> dict[str, Any]:
 
         Teacher(opts.teacher, cache=False).close()  # names and checks it; loads nothing
     llm = opts.llm if opts.llm.cache else dataclasses.replace(opts.llm, cache=str(out / ".cache" / "llm.sqlite"))
-    params = {k: v for k, v in dataclasses.asdict(opts).items() if k not in ("llm", "out")}
+    # the page is a view of the run, not part of it: asking for it or not is the same run
+    params = {k: v for k, v in dataclasses.asdict(opts).items() if k not in ("llm", "out", "report")}
     with open_run("pipeline", out, params, [opts.docs], staged=False) as run:
         states, reports, stop = _run_stages(opts, llm, out)
         funnel = build_funnel(opts, docs, states, reports, stop)
         atomic_write_json(out / FUNNEL, funnel)
         run.counts.update({name: states[name] for name in states})
     print_funnel(funnel, [stage for stage, _ in reports.values()])
+    if opts.report:
+        from curate.report import write_report
+
+        console.print(f"  [bold]{'report':<9}[/bold] {escape(str(write_report(out)))}", soft_wrap=True)
     if stop:  # the funnel above says where the records went
         raise CurateError(stop)
     return funnel

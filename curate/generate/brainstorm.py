@@ -99,6 +99,9 @@ async def brainstorm(
         return await task.run(client, plan["variables"], plan["seed"], params=plan["params"])
 
     call, idle = 0, 0
+    estimate = _plan(spec, task, [call_plan(c) for c in range(min(max_calls, math.ceil((n - len(kept)) / per_call)))],
+                     stats.price)
+    estimate.announce()
     with JsonlAppender(path) as out:
         while len(kept) < n and call < max_calls and idle < patience:
             wave = min(max_calls - call, max(1, math.ceil((n - len(kept)) / per_call)))
@@ -129,4 +132,15 @@ async def brainstorm(
                     progress.update(bar, completed=len(kept))
     stats.extra["distinct_tasks"] = len(kept)
     stats.extra["brainstorm_calls"] = call
+    stats.extra["estimate"] = estimate.as_dict()
     return kept
+
+
+def _plan(spec: TaskSpec, task, plans: list[dict[str, Any]], price: float | None):
+    """The first wave's estimate: its calls go at once, and more follow only when answers
+    repeat tasks already kept, so its count is the fewest calls the family needs."""
+    from curate.core.estimate import most_tokens, plan, prompt_text
+
+    prompts = [prompt_text(task.prompt(p["variables"]).messages) for p in plans]
+    return plan(f"brainstorm {spec.family}", prompts, len(plans), most_tokens([p["params"].get("max_tokens")
+                                                                            for p in plans]), len(plans), price)

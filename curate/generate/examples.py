@@ -209,14 +209,20 @@ def asked_spec(spec: TaskSpec, items: Sequence[Item]) -> TaskSpec:
     return spec.taking(k for it in items for k in it.given)
 
 
+def item_variables(spec: TaskSpec, item: Item, overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """What the item's prompt is rendered with: its drawn placeholders, the task, what it brings."""
+    variables = spec.generate.variables(item.seed, overrides)
+    variables.update(task=item.task.task, n_negatives=spec.n_negatives, task_type=spec.family)
+    variables.update(item.given)
+    return variables
+
+
 async def ask_item(spec: TaskSpec, task: LLMTask[Example], item: Item, client: LLMClient,
                    overrides: dict[str, Any] | None, max_chars: int | None, copy_retries: int,
                    fresh: bool) -> tuple[Result[Example], dict[str, Any]]:
     """Ask for one item (``task``: the spec's ``example_task``); its answer and the record's meta.
     ``fresh``: skip cached answers (the item failed before and is tried again)."""
-    variables = spec.generate.variables(item.seed, overrides)
-    variables.update(task=item.task.task, n_negatives=spec.n_negatives, task_type=spec.family)
-    variables.update(item.given)
+    variables = item_variables(spec, item, overrides)
     result = await task.run(client, variables, item.seed, fresh=fresh)
     copy = None
     if copy_retries and result.ok and "positive" in item.given and "query" not in item.given:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from curate.core.estimate import Estimate, Pace
 from curate.core.progress import RunStats
 from curate.generate.examples import FAILED, GENERATED, Item, _drop_failed, finished_ids
 from curate.llm.taskspec import TaskSpec
@@ -75,10 +76,12 @@ def prepare(families: Sequence[Family], out_dir: Path, retry_failed: bool) -> se
 
 async def run_queue(queue: Sequence[tuple[int, Item]], specs: Sequence[TaskSpec], asking: Asking, client: Any,
                     retried: set[str], records: Path, failures: Path, stats: Sequence[RunStats],
-                    tallies: Sequence[list[int]], on_done: Callable[[int], None] | None = None) -> None:
+                    tallies: Sequence[list[int]], on_done: Callable[[int], None] | None = None,
+                    pace: Pace | None = None) -> None:
     """Ask for every queued item, at most the client's concurrency per server at once, appending
     each record (or failure) to ``records`` (``failures``) as it comes; each family's numbers go
-    to its ``stats`` and ``tallies`` ([requests sent, cache hits]); ``on_done(family)`` after each."""
+    to its ``stats`` and ``tallies`` ([requests sent, cache hits]); ``on_done(family)`` after each;
+    ``pace`` times the answers (``curate.core.estimate``)."""
     from curate.core.asyncrun import bounded
     from curate.core.jsonl import JsonlAppender
     from curate.generate.examples import _count_copy, answer_to_record, ask_item, example_task
@@ -92,11 +95,13 @@ async def run_queue(queue: Sequence[tuple[int, Item]], specs: Sequence[TaskSpec]
         return await ask_item(specs[k], tasks[k], item, client, asking.overrides, asking.max_chars,
                               asking.copy_retries, item.id in retried)
 
-    limit = client.cfg.concurrency * len(client.cfg.base_urls)
+    limit = in_flight(client)
     with JsonlAppender(records) as good, JsonlAppender(failures) as bad:
         async for (k, item), (result, meta) in bounded(queue, work, limit):
             spec, s, answer = specs[k], stats[k], result.answer
             s.add(result.ok, answer.prompt_tokens, answer.completion_tokens, result.reason, answer.cached)
+            if pace is not None:
+                pace.answered(1, answer.prompt_tokens + answer.completion_tokens)
             if "copy" in meta:
                 _count_copy(s, meta["copy"])
             if result.ok:
@@ -132,7 +137,13 @@ async def run_families(families: Sequence[Family], client: Any, out_dir: Path, a
         if not f.todo:
             f.stats.ended = time.perf_counter()
 
+    estimate = plan_queue(queue, specs, asking, client, families[0].stats.price) if queue else None
+    pace = Pace(estimate) if estimate is not None else None
+    sharded = executor is not None and executor.shards > 1 and len(queue) > 1
+
     def advance(k: int, n: int = 1) -> None:  # n more of family k's items finished
+        if sharded and pace is not None:  # the shards' answers, timed here as they are reported
+            pace.answered(n)
         left[k] -= n
         if bars[k] is not None:
             progress.advance(bars[k], n)
@@ -140,7 +151,10 @@ async def run_families(families: Sequence[Family], client: Any, out_dir: Path, a
             families[k].stats.ended = time.perf_counter()
 
     started = time.perf_counter()
-    if executor is not None and executor.shards > 1 and len(queue) > 1:
+    if pace is not None:
+        estimate.announce()
+        pace.begin()
+    if sharded:
         from curate.generate.shards import run_sharded
 
         run_sharded(families, specs, queue, client.cfg, cache_path, out_dir, asking, retried, executor, advance,
@@ -149,13 +163,34 @@ async def run_families(families: Sequence[Family], client: Any, out_dir: Path, a
         tallies = [[0, 0] for _ in families]
         sent_before = client.requests_sent
         await run_queue(queue, specs, asking, client, retried, out_dir / GENERATED, out_dir / FAILED,
-                        [f.stats for f in families], tallies, advance)
+                        [f.stats for f in families], tallies, advance, pace)
         answered = [f.stats.ok + f.stats.failed for f in families]  # this run's answers
         for f, n, (_, hits) in zip(families, requests_by_family(tallies, client.requests_sent - sent_before, answered),
                                    tallies):
             f.stats.requests += n
             f.stats.extra["cache_hits"] += hits
     timings["queue_s"] = time.perf_counter() - started - timings.get("shards_start_s", 0.0)
+    for f in families if estimate is not None else ():  # each family its share, so they add up to the queue's
+        f.stats.extra["estimate"] = estimate.as_dict(len(f.todo))
+
+
+def in_flight(client: Any) -> int:
+    """Requests the queue keeps in flight: the client's concurrency on each of its servers."""
+    return client.cfg.concurrency * len(client.cfg.base_urls)
+
+
+def plan_queue(queue: Sequence[tuple[int, Item]], specs: Sequence[TaskSpec], asking: Asking, client: Any,
+               price: float | None) -> Estimate:
+    """The queue's estimate before its first request: one request an item (queries that copy
+    their passage and are asked again aside), prompts rendered for an even sample of the items."""
+    from curate.core.estimate import most_tokens, plan, prompt_text, sample
+    from curate.generate.examples import example_task, item_variables
+
+    tasks = [example_task(spec, asking.prompt_dirs, asking.max_chars) for spec in specs]
+    prompts = [prompt_text(tasks[k].prompt(item_variables(specs[k], item, asking.overrides)).messages)
+               for k, item in sample(queue)]
+    completion = most_tokens([tasks[k].params.get("max_tokens") for k, _ in queue])
+    return plan("generate", prompts, len(queue), completion, in_flight(client), price)
 
 
 def requests_by_family(tallies: Sequence[list[int]], sent: int, answered: Sequence[int]) -> list[int]:

@@ -208,7 +208,7 @@ def generate_stage(opts: GenerateOptions) -> dict[str, Any]:
             if given:
                 tasks = load_tasks(Path(opts.tasks_file), spec.family)
             else:
-                bstats = RunStats(stage="brainstorm")
+                bstats = RunStats(stage="brainstorm", price=stats.price)
                 tasks = await brainstorm(spec, math.ceil((opts.n or 100) / opts.per_task), client, out, opts.seed,
                                          bstats, opts.prompts_dirs, opts.dedup_threshold, progress)
                 stats.extra["brainstorm"] = bstats.as_dict()
@@ -364,7 +364,7 @@ def run_llm_stage(stage: str, opts: StageOptions, one: PerFamily, extra: dict[st
             if queue is not None:
                 return await planned_then_queued(cfg, cache, client)
             for spec in specs:
-                stats = RunStats(stage=stage)
+                stats = RunStats(stage=stage, price=opts.llm.price_per_1k_tokens)
                 sent_before, hits_before = client.requests_sent, cache.hits
                 with progress_bar(stats, stage) as progress:
                     await one(spec, client, stats, progress)
@@ -380,7 +380,7 @@ def run_llm_stage(stage: str, opts: StageOptions, one: PerFamily, extra: dict[st
         planned, stats_of = [], []
         with progress_bar(None, stage) as progress:
             for spec in specs:
-                stats = RunStats(stage=stage)
+                stats = RunStats(stage=stage, price=opts.llm.price_per_1k_tokens)
                 sent_before, hits_before = client.requests_sent, cache.hits
                 planned.append(await one(spec, client, stats, progress))
                 stats.requests = client.requests_sent - sent_before  # the queue adds its own
@@ -397,6 +397,8 @@ def run_llm_stage(stage: str, opts: StageOptions, one: PerFamily, extra: dict[st
     gc.freeze()
     gc.set_threshold(20_000, 20, 20)
     llm = {k: v for k, v in asdict(opts.llm).items() if k != "api_key"}  # the key is never written
+    if llm["price_per_1k_tokens"] is None:  # unpriced: the params runs wrote before there was a price
+        del llm["price_per_1k_tokens"]
     llm["base_urls"] = [safe_url(u) for u in opts.llm.base_urls]
     params = {"tasks": [s.family for s in specs], "seed": opts.seed, "dedup_threshold": opts.dedup_threshold,
               "tasks_dirs": list(opts.tasks_dirs), "prompts_dirs": list(opts.prompts_dirs), "llm": llm, **extra}

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from curate.core.progress import track
 from curate.negatives.search import SearchIndex
 from curate.mine.inputs import MineItem
 from curate.mine.options import SearchSettings
@@ -132,30 +133,33 @@ def mine(qvecs: np.ndarray, dvecs: np.ndarray, index: SearchIndex, items: Sequen
         return min(n_docs, depth[i] + len(items[i].exclude))
 
     pending = list(range(n))
-    while pending:
-        pending.sort(key=want)
-        later: list[int] = []
-        start = 0
-        while start < len(pending):
-            stop = start + 1
-            while stop < len(pending) and (stop - start + 1) * want(pending[stop]) <= cfg.max_cells:
-                stop += 1
-            chunk = pending[start:stop]
-            start = stop
-            scores, ids = index.search(qvecs[chunk], want(chunk[-1]))
-            for row, i in enumerate(chunk):
-                rounds[i] += 1
-                w = want(i)
-                done = _evaluate(items[i], ids[row, :w], scores[row, :w], w >= n_docs,
-                                 depth[i] >= cap, lowest[i], anchors[i], pos_scores[i][:len(items[i].positives)],
-                                 cfg, need, rescorer, first_pos[i],
-                                 depth_used=w, rounds=rounds[i])
-                if done is None:
-                    depth[i] = min(cap, depth[i] * 2)
-                    later.append(i)
-                else:
-                    results[i] = done
-        pending = later
+    # a bar once the queries take more than one chunk; it counts queries finished, deeper searches included
+    with track(n if sum(map(want, range(n))) > cfg.max_cells else 0, "searching") as advance:
+        while pending:
+            pending.sort(key=want)
+            later: list[int] = []
+            start = 0
+            while start < len(pending):
+                stop = start + 1
+                while stop < len(pending) and (stop - start + 1) * want(pending[stop]) <= cfg.max_cells:
+                    stop += 1
+                chunk = pending[start:stop]
+                start = stop
+                scores, ids = index.search(qvecs[chunk], want(chunk[-1]))
+                for row, i in enumerate(chunk):
+                    rounds[i] += 1
+                    w = want(i)
+                    done = _evaluate(items[i], ids[row, :w], scores[row, :w], w >= n_docs,
+                                     depth[i] >= cap, lowest[i], anchors[i], pos_scores[i][:len(items[i].positives)],
+                                     cfg, need, rescorer, first_pos[i],
+                                     depth_used=w, rounds=rounds[i])
+                    if done is None:
+                        depth[i] = min(cap, depth[i] * 2)
+                        later.append(i)
+                    else:
+                        results[i] = done
+                        advance()
+            pending = later
     return results  # type: ignore[return-value]
 
 

@@ -127,6 +127,8 @@ def test_every_stage_writes_its_outputs_and_prints_the_funnel(first):
     assert "relabel   off" in out
     assert str(run / "export") in out and str(run / "pipeline.json") in out
     assert str(run / "mine" / "mine_scores.png") in out, "where the plots are"
+    assert re.search(rf"^\s+report\s+{re.escape(str(run / 'report.html'))}$", out, re.M), "the page, by default"
+    assert (run / "report.html").is_file()
 
     funnel = json.loads((run / "pipeline.json").read_text())
     assert funnel["stages"] == {s: "ran" for s in STAGES}
@@ -253,13 +255,14 @@ def test_relabel_adds_its_stage_and_its_verdicts(first):
 def test_the_demo_documents_go_all_the_way(first, tmp_path):
     """What `make demo` runs (data/demo, 12 passages), with the scripted server for the bundled model."""
     out = tmp_path / "demo"
-    proc = run_curate("pipeline", "data/demo", "--out", str(out), "-n", "12", "--no-plots",
+    proc = run_curate("pipeline", "data/demo", "--out", str(out), "-n", "12", "--no-plots", "--no-report",
                       "--base-url", first["srv"].base_url, "--model", "fake", env=_env(first["tmp"]), timeout=900)
     assert proc.returncode == 0, proc.stderr
     funnel = json.loads((out / "pipeline.json").read_text())
     assert funnel["documents"]["files"] == funnel["generate"]["ok"] == 12
     assert funnel["export"]["rows"] > 0
     assert not list(out.rglob("*.png")), "--no-plots: none from filter or mine"
+    assert not (out / "report.html").exists() and not re.search(r"^\s+report\s", proc.stderr, re.M), "--no-report"
     assert "curate pipeline data/demo --out runs/demo -n 12" in (REPO / "Makefile").read_text()
 
 

@@ -46,11 +46,12 @@ import contextlib
 import json
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from curate.core.asyncrun import bounded
 from curate.core.errors import CurateError
+from curate.core.estimate import Estimate, Pace, most_tokens, plan, prompt_text, sample
 from curate.core.params import schema_from_defaults
 from curate.filter.base import keep_negatives, merge_params, FilterContext, register
 from curate.llm.client import derive_seed
@@ -161,6 +162,9 @@ class Verdict:
     reason: str | None = None
     error: str | None = None
     scores: dict[str, int] | None = None  # judge_query's answers; verdict stays None there
+    # what the call cost, counted by the step (not part of what the judge said)
+    prompt_tokens: int = field(default=0, compare=False)
+    completion_tokens: int = field(default=0, compare=False)
 
 
 def _named(judges, verdicts) -> dict[str, str]:
@@ -194,21 +198,29 @@ class CallLog:
     unjudged negative) and the run would end well with nothing judged.
 
     ``add`` only counts (it runs inside the calls' tasks); ``collect`` runs the work and checks
-    after each result, so the run stops there and the calls still in flight are cancelled with it."""
+    after each result, so the run stops there and the calls still in flight are cancelled with it.
+    It also counts the answers' tokens (their cost at ``price``), and, given an ``estimate``
+    (``judging_plan``), prints it before the first call and times the calls against it."""
 
-    def __init__(self, step: str):
+    def __init__(self, step: str, price: float | None = None, estimate: Estimate | None = None):
         self.step = step
         self.calls: Counter[str] = Counter()
         self.failed: Counter[str] = Counter()
         self.first_error: dict[str, str] = {}
         self.stop: CurateError | None = None  # why the run must stop now, once known
+        self.tokens: Counter[str] = Counter()  # "prompt" and "completion", over every answer
+        self.price = price
+        self.pace = Pace(estimate) if estimate is not None else None
 
     def add(self, judges: list[Judge], clients: list, verdicts: list[Verdict]) -> None:
         """Count one passage's answers, noting a stop for refused credentials or a server that
         has answered none of its first ``EARLY_CALLS`` calls."""
+        if self.pace is not None:
+            self.pace.answered(len(verdicts), sum(v.prompt_tokens + v.completion_tokens for v in verdicts))
         for judge, client, v in zip(judges, clients, verdicts):
             server = server_name(client, judge)
             self.calls[server] += 1
+            self.tokens.update(prompt=v.prompt_tokens, completion=v.completion_tokens)
             if v.error is None:
                 continue
             self.failed[server] += 1
@@ -225,10 +237,17 @@ class CallLog:
     async def collect(self, targets: list, work, concurrency: int) -> dict:
         """``work(target)`` for every target, ``concurrency`` at once, by target: the one loop every
         judging step runs, so each stops at the first stop found and checks the share at the end."""
+        from curate.core.progress import track
+
+        if self.pace is not None:
+            self.pace.estimate.announce()
+            self.pace.begin()
         results = {}
-        async for target, result in bounded(targets, work, concurrency):
-            self.check(done=False)
-            results[target] = result
+        with track(len(targets) if len(targets) > concurrency else 0, self.step) as advance:  # one wave: no bar
+            async for target, result in bounded(targets, work, concurrency):
+                self.check(done=False)
+                results[target] = result
+                advance()
         self.check()
         return results
 
@@ -250,9 +269,26 @@ class CallLog:
                            f"and run again")
 
     def note(self) -> dict[str, Any]:
-        """The report's numbers: calls, failed calls, and each failing server's first error."""
+        """The report's numbers: calls, failed calls, each failing server's first error, the
+        answers' tokens (and their cost, with a price) and the estimate made before the calls."""
+        from curate.core.progress import token_cost
+
+        tokens = {"prompt": self.tokens["prompt"], "completion": self.tokens["completion"]}
         return {"judge_calls": sum(self.calls.values()), "judge_calls_failed": sum(self.failed.values()),
-                "first_errors": list(dict.fromkeys(self.first_error.values()))}
+                "first_errors": list(dict.fromkeys(self.first_error.values())), "tokens": tokens,
+                **({"cost": token_cost(sum(tokens.values()), self.price)} if self.price is not None else {}),
+                **({"estimate": self.pace.estimate.as_dict()} if self.pace is not None else {})}
+
+
+def judging_plan(step: str, task: LLMTask[Verdict], judges: list[Judge], asked: list[tuple[Record, str, Any]],
+                 in_flight: int, price: float | None) -> Estimate:
+    """A judging step's estimate: every judge asked about every (record, passage, extra
+    variables) in ``asked``, ``in_flight`` calls at once, prompts rendered for an even sample."""
+    prompts = [prompt_text(task.prompt(_variables(rec, passage, extra)).messages)
+               for rec, passage, extra in sample(asked)]
+    per_text = most_tokens([j.params.get("max_tokens") for j in judges])
+    return plan(step, prompts, len(asked) * len(judges), None if per_text is None else per_text * len(asked),
+                in_flight, price)
 
 
 def _merge(step: str, params: dict[str, Any] | None) -> dict[str, Any]:
@@ -339,11 +375,8 @@ def verdict_task(template: str, verdicts: list[str], prompt_dirs) -> LLMTask[Ver
 async def ask(client, judge: Judge, task: LLMTask[Verdict], rec: Record, passage: str, seed: int,
               extra: dict[str, Any] | None = None) -> Verdict:
     """One judge's answer on one passage; ``extra``: more template variables (relabel's positive)."""
-    parts = rec.meta.get("query_parts") if isinstance(rec.meta, dict) else None  # e.g. query and instruction
-    variables = {"task": rec.task, "query": rec.query, "passage": passage,
-                 "query_parts": parts if isinstance(parts, dict) else {}, **(extra or {})}
     try:
-        result = await task.run(client, variables, seed, params=judge.params)
+        result = await task.run(client, _variables(rec, passage, extra), seed, params=judge.params)
     except asyncio.CancelledError:
         raise
     except CurateError:
@@ -352,7 +385,16 @@ async def ask(client, judge: Judge, task: LLMTask[Verdict], rec: Record, passage
         scrub = getattr(client, "scrub", None)  # a backend's exception may quote its key
         text = f"{type(e).__name__}: {e}"
         return Verdict(error=(scrub(text) if callable(scrub) else text)[:300])
-    return result.value if result.ok else Verdict(error=result.reason)
+    verdict = result.value if result.ok else Verdict(error=result.reason)
+    verdict.prompt_tokens, verdict.completion_tokens = result.answer.prompt_tokens, result.answer.completion_tokens
+    return verdict
+
+
+def _variables(rec: Record, passage: str, extra: dict[str, Any] | None) -> dict[str, Any]:
+    """What a judge's template sees: the record's task and query, and the passage judged."""
+    parts = rec.meta.get("query_parts") if isinstance(rec.meta, dict) else None  # e.g. query and instruction
+    return {"task": rec.task, "query": rec.query, "passage": passage,
+            "query_parts": parts if isinstance(parts, dict) else {}, **(extra or {})}
 
 
 async def ask_judges(log: CallLog, judges: list[Judge], clients: list, task: LLMTask[Verdict], rec: Record,
@@ -369,7 +411,9 @@ async def _judge_positives(step: str, ctx: FilterContext, records: list[Record],
                            judges: list[Judge], task: LLMTask[Verdict], p: dict[str, Any]) -> dict[int, list[Verdict]]:
     """Every judge's answer on each target record's positive (by record index), concurrently;
     stops the run (before any record is decided) when a judge is broken."""
-    log = CallLog(step)
+    asked = [(records[i], records[i].positive, None) for i in targets]
+    log = CallLog(step, ctx.price, judging_plan(step, task, judges, asked,
+                                                min(p["concurrency"], len(targets)) * len(judges), ctx.price))
     async with open_clients(step, ctx, judges) as clients:
         async def work(i: int) -> list[Verdict]:
             rec = records[i]
@@ -517,7 +561,11 @@ async def judge_answerable(records: list[Record], params: dict[str, Any], ctx: F
     judges = parse_judges(step, p["judges"])
     task = verdict_task(p["template"], p["verdicts"], [*p["prompt_dirs"], *ctx.prompt_dirs])
     task.check()
-    log = CallLog(step)
+    asked = [(records[i], text, None) for i in targets  # every negative read: at most (a failed positive's are not)
+             for text in [records[i].positive, *(n.text for k, n in enumerate(records[i].negatives)
+                                                 if _judged_negative(n, k, levels))]]
+    log = CallLog(step, ctx.price, judging_plan(step, task, judges, asked,
+                                                min(p["concurrency"], len(targets)) * len(judges), ctx.price))
 
     async with open_clients(step, ctx, judges) as clients:
         async def judge_text(rec: Record, index: int, text: str) -> list[Verdict]:

@@ -51,7 +51,8 @@ from curate.core.params import schema_from_defaults
 from curate.core.records import Positive, Record
 from curate.filter.base import FilterContext, register
 from curate.filter.steps.judges import (COMMON_DEFAULTS, CallLog, Judge, Verdict, _failed, _merge, _named,
-                                        ask_judges, open_clients, parse_judges, short_error, verdict_task)
+                                        ask_judges, judging_plan, open_clients, parse_judges, short_error,
+                                        verdict_task)
 from curate.filter.teacher_scores import margin_of, select_negatives
 from curate.llm.client import derive_seed
 
@@ -309,7 +310,10 @@ async def relabel(records: list[Record], params: dict[str, Any], ctx: FilterCont
 
     task = verdict_task(p["template"], VERDICTS, [*p["prompt_dirs"], *ctx.prompt_dirs])
     task.check()
-    log = CallLog(STEP)
+    asked = [(records[i], records[i].negatives[k].text, {"positive": records[i].positive})
+             for i, ks in todo.items() for k in ks]
+    in_flight = round(min(p["concurrency"], len(todo)) * len(asked) / len(todo)) * len(judges)
+    log = CallLog(STEP, ctx.price, judging_plan(STEP, task, judges, asked, in_flight, ctx.price))  # the first tier's
     decided = await _decide(ctx, records, todo, judges, cascade, task, p, log)
 
     final: Counter[str] = Counter({v: 0 for v in OUTCOMES})

@@ -251,9 +251,13 @@ def _budget_key(grid: Grid) -> dict[str, Any]:
 
 def _quiet() -> None:
     """The libraries' progress bars (datasets, sentence-transformers) would bury ablate's own lines;
-    the stages ablate runs print no summary (``run_stage(quiet=True)``)."""
+    the stages ablate runs print no summary (``run_stage(quiet=True)``) and draw no bar (its
+    training keeps one)."""
     import os
 
+    from curate.core.progress import quiet_bars
+
+    quiet_bars()
     os.environ.setdefault("TQDM_DISABLE", "1")
     try:
         import datasets

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from curate.core.progress import track
 from curate.flows.ablate.grid import Budget
 
 
@@ -24,6 +25,18 @@ def load_student(name: str | None):
     from curate.embed.teacher import Teacher
 
     return Teacher(model=name, cache=False).model
+
+
+def _steps_callback(advance):
+    """A trainer callback that moves curate's bar a step at a time (the trainer's own tqdm is off:
+    one style of bar, with its ETA, for every long piece of work)."""
+    from transformers import TrainerCallback
+
+    class Steps(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            advance()
+
+    return Steps()
 
 
 def fine_tune(student: str | None, rows, budget: Budget, seed: int, in_order: bool, out: Path) -> dict[str, Any]:
@@ -58,7 +71,9 @@ def fine_tune(student: str | None, rows, budget: Budget, seed: int, in_order: bo
                                          loss=MultipleNegativesRankingLoss(model))
     trainer.remove_callback(PrinterCallback)  # the loss goes into the result, not onto the console
     started = time.perf_counter()
-    result = trainer.train()
+    with track(budget.steps, "training", quiet=False) as advance:  # ablate's own bar: shown while it quiets others
+        trainer.add_callback(_steps_callback(advance))
+        result = trainer.train()
     seconds = time.perf_counter() - started
     model.max_seq_length = eval_length
     model.save(str(out))

@@ -1,0 +1,342 @@
+"""What the page shows, read from a run folder: a pipeline run, one stage's folder or an ablate run.
+
+Every number comes from the files the stages wrote (``pipeline.json``, each ``report.json`` and
+``run.json``, the drop records); the records shown are a seeded sample, the counts exact. Each
+stage's own ``funnel`` function (its ``Stage``) says what it took in and kept, so this module
+knows no stage's report layout beyond the few facts it draws charts and tables from."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from curate.core.errors import CurateError
+from curate.report.sample import count_lines, records_by_id, sample_lines
+
+PIPELINE_ORDER = ("generate", "filter", "mine", "relabel", "export")
+_STAGE_MODULES = {"generate": "curate.generate.stage", "filter": "curate.filter.main", "relabel": "curate.filter.main",
+                  "mine": "curate.mine.main", "export": "curate.export.main", "convert": "curate.convert.main"}
+ABLATE_REPORT = "ablate_report.json"
+RANK_BUCKETS = (("1", 1, 1), ("2-3", 2, 3), ("4-10", 4, 10), ("11-100", 11, 100), (">100", 101, 10**12))
+
+
+def _json(path: Path) -> dict[str, Any] | None:
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def _stage(name: str):
+    return importlib.import_module(_STAGE_MODULES[name]).STAGE
+
+
+def collect(folder: str | Path, *, sample: int = 2000, seed: int = 0) -> dict[str, Any]:
+    """Everything the page shows about the run in ``folder``; ``sample`` kept and ``sample``
+    dropped records at most, drawn with ``seed``."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise CurateError(f"{folder}: no such run folder")
+    run = _json(folder / "run.json") or {}
+    data: dict[str, Any] = {"folder": str(folder.resolve()), "made": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                            "funnel": [], "documents": None, "costs": [], "export": None, "ablate": None,
+                            "records": [], "charts": [], "sample": None, "stopped": None}
+    if (folder / "pipeline.json").is_file():
+        data["kind"] = "pipeline"
+        pipeline = _json(folder / "pipeline.json")
+        if pipeline is None:
+            raise CurateError(f"{folder / 'pipeline.json'}: not a JSON object")
+        data["documents"] = pipeline.get("documents")
+        data["stopped"] = pipeline.get("stopped")
+        parts = [(name, folder / name, pipeline.get("stages", {}).get(name), pipeline.get(name))
+                 for name in PIPELINE_ORDER if (folder / name).is_dir()]
+    elif (folder / ABLATE_REPORT).is_file():
+        data["kind"] = "ablate"
+        data["ablate"] = _ablate(folder)
+        parts = []
+    elif run.get("stage") in _STAGE_MODULES:
+        data["kind"] = run["stage"]
+        parts = [(run["stage"], folder, "ran", None)]
+    else:
+        raise CurateError(f"{folder}: not a run folder (no pipeline.json, {ABLATE_REPORT} or run.json of a stage)")
+    data["title"] = f"curate {data['kind']}: {folder.name}"
+    for name, path, state, entry in parts:
+        report = _json(path / "report.json")
+        if report is None:
+            continue
+        if entry is None:
+            stage = _stage("filter" if name == "relabel" else name)
+            entry = stage.funnel(report, path) if stage.funnel else None
+        data["funnel"].append(_funnel_row(name, state, entry))
+        data["costs"].append(_cost_row(name, path, report))
+        if name == "export":
+            data["export"] = _export(report)
+    if parts:
+        _sample_records(data, parts, sample, seed)
+    return data
+
+
+# ----------------------------------------------------------------------------- the funnel
+
+
+def _funnel_row(name: str, state: str | None, entry: dict[str, Any] | None) -> dict[str, Any]:
+    """One stage's line: what it took in, kept and dropped (by reason), with each number's
+    key in ``pipeline.json`` so a reader (and a test) can check it there."""
+    row: dict[str, Any] = {"stage": name, "state": state, "steps": [], "cells": []}
+    e = entry or {}
+
+    def cell(label: str, key: str) -> None:
+        value = e
+        for part in key.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            row["cells"].append({"label": label, "value": value, "key": f"{name}.{key}"})
+
+    if name == "generate":
+        cell("passages sampled", "sampled"), cell("records written", "ok"), cell("failed", "failed")
+        row["dropped"] = e.get("failure_reasons") or {}
+    elif name == "export":
+        cell("rows", "rows")
+        for fmt, split in (e.get("formats") or {}).items():
+            cell(f"{fmt} train", f"formats.{fmt}.train"), cell(f"{fmt} dev", f"formats.{fmt}.dev")
+        row["dropped"] = {}
+    elif e.get("relabel"):
+        cell("records", "records"), cell("negatives in", "negatives_in"), cell("negatives kept", "negatives_kept")
+        cell("records changed", "records_changed")
+        row["dropped"] = e.get("verdicts") or {}
+    elif name == "mine":
+        cell("records in", "records_in"), cell("records mined", "records"), cell("negatives", "negatives")
+        row["dropped"] = {}
+    else:
+        cell("records in", "records_in"), cell("records kept", "records_kept")
+        dropped: Counter = Counter()
+        for i, s in enumerate(e.get("steps") or []):
+            lost = s.get("records_dropped") or {}
+            dropped.update(lost)
+            n_in = s.get("records_in") or 0
+            row["steps"].append({"step": s.get("step"), "in": s.get("records_in"), "kept": s.get("records_kept"),
+                                 "key": f"{name}.steps.{i}",
+                                 "dropped": [{"reason": r, "count": c, "share": c / n_in if n_in else 0.0}
+                                             for r, c in sorted(lost.items(), key=lambda kv: -kv[1])]})
+        row["dropped"] = dict(dropped)
+    return row
+
+
+# ----------------------------------------------------------------------------- time and cost
+
+
+def _cost_row(name: str, path: Path, report: dict[str, Any]) -> dict[str, Any]:
+    """Wall time, requests, tokens and cost of one stage: the LLM numbers summed over the
+    report's per-family (or per-step) stats, wherever the stage keeps them."""
+    run = _json(path / "run.json") or {}
+    found = {"requests": 0, "prompt": 0, "completion": 0, "cost": None, "estimate": None}
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            tokens = node.get("tokens")
+            if isinstance(tokens, dict) and {"prompt", "completion"} <= tokens.keys():
+                found["prompt"] += int(tokens.get("prompt") or 0)
+                found["completion"] += int(tokens.get("completion") or 0)
+                found["requests"] += int(node.get("requests_sent") or node.get("judge_calls") or 0)
+                if isinstance(node.get("cost"), (int, float)):
+                    found["cost"] = (found["cost"] or 0.0) + node["cost"]
+                est = node.get("estimate")
+                if isinstance(est, dict) and isinstance(est.get("seconds"), (int, float)):
+                    found["estimate"] = (found["estimate"] or 0.0) + est["seconds"]
+                return
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(report.get("families", report))
+    seconds = run.get("seconds")
+    return {"stage": name, "seconds": seconds if isinstance(seconds, (int, float)) else None, **found}
+
+
+# ----------------------------------------------------------------------------- export and ablate
+
+
+def _export(report: dict[str, Any]) -> dict[str, Any]:
+    c = report.get("counts") or {}
+    hub = report.get("hub") or {}
+    params = report.get("parameters") or {}
+    return {"splits": {k: c[k] for k in ("train", "dev") if isinstance(c.get(k), int)},
+            "levels": c.get("level") or {}, "families": c.get("task_type") or {},
+            "negatives_per_row": (report.get("negatives_per_row") or {}).get("chose", params.get("negatives_per_row")),
+            "instruction": params.get("instruction"), "formats": list((report.get("outputs") or {}).keys()),
+            "languages": hub.get("language") or [], "license": hub.get("license"),
+            "license_missing_for": hub.get("license_missing_for") or [], "curriculum": params.get("curriculum")}
+
+
+def _ablate(folder: Path) -> dict[str, Any]:
+    import base64
+
+    report = _json(folder / ABLATE_REPORT) or {}
+    chart = report.get("chart")
+    png = folder / chart if isinstance(chart, str) else None
+    picture = ("data:image/png;base64," + base64.b64encode(png.read_bytes()).decode("ascii")
+               if png is not None and png.is_file() else None)
+    rows = [{k: r.get(k) for k in ("arm", "kind", "mean", "std", "values", "vs_base", "vs_best_baseline", "train_s")}
+            for r in report.get("summary") or []]
+    return {"title": report.get("title"), "metric": report.get("metric"), "rows": rows, "chart": picture,
+            "best_baseline": report.get("best_baseline"), "budget": report.get("budget"), "seeds": report.get("seeds")}
+
+
+# ----------------------------------------------------------------------------- records
+
+
+def _files(parts: list[tuple[str, Path, Any, Any]]) -> tuple[tuple[str, Path] | None, list[tuple[str, Path, Path | None]]]:
+    """The run's final records file (with its stage), and each stage's drop file with the records it read."""
+    final: tuple[str, Path] | None = None
+    drops: list[tuple[str, Path, Path | None]] = []
+    previous: Path | None = None
+    for name, path, _state, _entry in parts:
+        if name == "export":
+            continue
+        stage = _stage("filter" if name == "relabel" else name)
+        records = stage.path(path) if "records" in stage.writes else None
+        source = previous if len(parts) > 1 else _input_of(path)
+        if "drops" in stage.writes and stage.path(path, "drops").is_file():
+            drops.append((name, stage.path(path, "drops"), source))
+        if records is not None and records.is_file():
+            final, previous = (name, records), records
+    return final, drops
+
+
+def _input_of(path: Path) -> Path | None:
+    """The records file a single stage's run read, as its report names it."""
+    given = (_json(path / "report.json") or {}).get("input")
+    given = given.get("path") if isinstance(given, dict) else given
+    if not isinstance(given, str):
+        return None
+    for candidate in (Path(given), path / given):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _sample_records(data: dict[str, Any], parts, k: int, seed: int) -> None:
+    final, drops = _files(parts)
+    kept_total, kept = sample_lines([final[1]], k, seed) if final else (0, [])
+    drop_total, dropped = sample_lines([p for _, p, _ in drops], k, seed + 1)
+    stage_of = {p: (name, source) for name, p, source in drops}
+    wanted: dict[Path, set[str]] = {}
+    for path, d in dropped:
+        source = stage_of[path][1]
+        if source is not None and isinstance(d.get("id"), str):
+            wanted.setdefault(source, set()).add(d["id"])
+    joined = {source: records_by_id(source, ids) for source, ids in wanted.items()}
+    rows = [_record_row(obj, "kept", final[0]) for _, obj in kept] if final else []
+    for path, d in dropped:
+        name, source = stage_of[path]
+        rec = joined.get(source, {}).get(d.get("id")) if source is not None else None
+        rows.append(_drop_row(d, rec, name))
+    data["records"] = rows
+    data["sample"] = {"kept_total": kept_total, "kept_shown": len(kept), "dropped_total": drop_total,
+                      "dropped_shown": len(dropped), "seed": seed, "per_side": k,
+                      "kept_file": str(final[1]) if final else None, "drop_files": [str(p) for _, p, _ in drops]}
+    data["charts"] = _charts(rows)
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _record_row(obj: dict[str, Any], status: str, stage: str) -> dict[str, Any]:
+    teacher = obj.get("teacher") if isinstance(obj.get("teacher"), dict) else {}
+    ranks = teacher.get("negative_ranks") if isinstance(teacher.get("negative_ranks"), list) else None
+    scores = obj.get("scores") if isinstance(obj.get("scores"), dict) else {}
+    judges = scores.get("judges") if isinstance(scores.get("judges"), dict) else {}
+    negatives = []
+    for i, n in enumerate(obj.get("negatives") or []):
+        if not isinstance(n, dict):
+            continue
+        negatives.append({"text": _text(n.get("text")) or "", "level": n.get("level"), "score": n.get("score"),
+                          "teacher_score": n.get("teacher_score"), "source": n.get("source"),
+                          "rank": ranks[i] if ranks and i < len(ranks) else None})
+    meta = obj.get("meta") if isinstance(obj.get("meta"), dict) else {}
+    return {"id": obj.get("id"), "status": status, "stage": stage, "step": None, "reason": None, "detail": None,
+            "family": obj.get("task_type"), "task": _text(obj.get("task")), "query": _text(obj.get("query")) or "",
+            "positive": _text(obj.get("positive")) or "", "positive_title": _text(obj.get("positive_title")),
+            "language": obj.get("language"), "negatives": negatives,
+            "teacher": {k: teacher.get(k) for k in ("model", "positive", "positive_rank", "margin", "pool")} if teacher else None,
+            "judges": judges or None, "relabel": meta.get("relabel")}
+
+
+def _drop_row(d: dict[str, Any], rec: dict[str, Any] | None, stage: str) -> dict[str, Any]:
+    """A drop record beside the record it dropped (or one negative of), when that record is found."""
+    row = _record_row(rec or {}, "dropped", stage)
+    row.update(id=d.get("id"), stage=d.get("stage") or stage, step=d.get("step"), reason=d.get("reason"),
+               detail=d.get("detail"), target=d.get("target", "record"))
+    if d.get("target") == "negative":
+        row["dropped_negative"] = {"text": _text(d.get("text")) or "", "level": d.get("level")}
+    if rec is None and not row["query"]:  # a generate failure: no record was made
+        row["query"] = _text((d.get("detail") or {}).get("query") if isinstance(d.get("detail"), dict) else None) or ""
+    return row
+
+
+# ----------------------------------------------------------------------------- charts
+
+
+def _histogram(values: list[float], bins: int = 20) -> list[dict[str, Any]]:
+    if not values:
+        return []
+    lo, hi = min(values), max(values)
+    width = (hi - lo) / bins or 1.0
+    counts = [0] * bins
+    for v in values:
+        counts[min(int((v - lo) / width), bins - 1)] += 1
+    return [{"label": f"{lo + i * width:.3g}", "count": c} for i, c in enumerate(counts)]
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _charts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Distributions over the sampled records: teacher scores, margins, positive ranks, judge
+    scores and negatives per record (the page says they are of the sample)."""
+    kept = [r for r in rows if r["status"] == "kept"]
+    positive = [r["teacher"]["positive"] for r in kept if r["teacher"] and _num(r["teacher"].get("positive"))]
+    negative = [n["teacher_score"] for r in kept for n in r["negatives"] if _num(n["teacher_score"])]
+    margins = [r["teacher"]["margin"] for r in kept if r["teacher"] and _num(r["teacher"].get("margin"))]
+    ranks = [r["teacher"]["positive_rank"] for r in kept if r["teacher"] and _num(r["teacher"].get("positive_rank"))]
+    ranks += [r["detail"]["rank"] for r in rows if r["status"] == "dropped" and isinstance(r.get("detail"), dict)
+              and _num(r["detail"].get("rank"))]
+    judge: dict[str, list[float]] = {}
+    for r in rows:
+        for check, verdict in (r.get("judges") or {}).items():
+            for key, value in (verdict.items() if isinstance(verdict, dict) else ()):
+                if _num(value):
+                    judge.setdefault(f"{check} {key}", []).append(float(value))
+    charts = []
+    if positive or negative:
+        charts.append({"title": "teacher scores", "note": "cosine of the query to its positive and to each negative",
+                       "series": [{"name": "positive", "bins": _histogram(positive)},
+                                  {"name": "negatives", "bins": _histogram(negative)}]})
+    if margins:
+        charts.append({"title": "margins", "note": "positive score minus the best negative's",
+                       "series": [{"name": "margin", "bins": _histogram(margins)}]})
+    if ranks:
+        bins = [{"label": label, "count": sum(lo <= x <= hi for x in ranks)} for label, lo, hi in RANK_BUCKETS]
+        charts.append({"title": "positive ranks (round trip)", "note": "where the teacher ranks each query's own passage",
+                       "series": [{"name": "rank", "bins": bins}]})
+    for name, values in sorted(judge.items()):
+        charts.append({"title": f"judge: {name}", "note": "the LLM judge's scores",
+                       "series": [{"name": name, "bins": _histogram(values, 10)}]})
+    per = Counter(len(r["negatives"]) for r in kept)
+    if per:
+        charts.append({"title": "negatives per record", "note": "kept records",
+                       "series": [{"name": "records", "bins": [{"label": str(n), "count": per[n]} for n in sorted(per)]}]})
+    return charts
+
+
+__all__ = ["collect", "count_lines"]

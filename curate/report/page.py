@@ -1,0 +1,89 @@
+"""The page: ``collect``'s facts in one HTML file, its style, script and data inline.
+
+Static parts (the funnel, time and cost, the export, the ablation) are written here, escaped by
+Jinja; the charts and the record browser are drawn in the browser from the embedded JSON, which
+keeps a page of thousands of records one small file. The file is written whole or not at all."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from curate.report.collect import collect
+
+REPORT_HTML = "report.html"
+_ASSETS = Path(__file__).with_name("assets")
+
+
+def _duration(seconds: Any) -> str:
+    if not isinstance(seconds, (int, float)):
+        return ""
+    seconds = float(seconds)
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, s = divmod(round(seconds), 60)
+    hours, m = divmod(minutes, 60)
+    return f"{hours}h{m:02d}m{s:02d}s" if hours else f"{m}m{s:02d}s"
+
+
+def _fixed(value: Any, signed: bool = False) -> str:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return ""
+    return f"{value:+.4f}" if signed else f"{value:.4f}"
+
+
+def _finite(obj: Any) -> Any:
+    """``obj`` with every NaN or infinity made None."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def render(data: dict[str, Any]) -> str:
+    """The page's HTML for ``collect``'s facts."""
+    import jinja2
+
+    from curate import __version__
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(_ASSETS)), autoescape=True,
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    env.filters.update(duration=_duration, fixed=_fixed)
+    # no "<", ">" or "&" of the data reaches the HTML: "</script>" or "<!--" in a record's text
+    # would otherwise end or bend the data block; "\u003c" is the same character to JSON
+    try:
+        payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str)
+    except ValueError:  # a NaN or infinity somewhere in a record: JSON.parse would refuse the page
+        payload = json.dumps(_finite(data), ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str)
+    payload = payload.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return env.get_template("report.html.j2").render(
+        d=data, version=__version__, payload=payload,
+        css=(_ASSETS / "report.css").read_text(encoding="utf-8"),
+        script=(_ASSETS / "report.js").read_text(encoding="utf-8").replace("</", "<\\/"))
+
+
+def write_report(folder: str | Path, out: str | Path | None = None, *, sample: int = 2000, seed: int = 0) -> Path:
+    """Write the report of the run in ``folder`` (to ``folder/report.html`` unless ``out``)
+    and return its path."""
+    data = collect(folder, sample=sample, seed=seed)
+    path = Path(out) if out is not None else Path(folder) / REPORT_HTML
+    html = render(data)
+    fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=path.parent)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # as a plain open() would make it, not mkstemp's 0600
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(html)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

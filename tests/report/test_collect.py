@@ -1,0 +1,136 @@
+"""`curate report` on the demo run and its stage folders, without a browser: what the page says,
+where its numbers come from, the sample, and that records cannot break out of the page."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+import zlib
+from pathlib import Path
+
+import pytest
+
+from curate.core.errors import CurateError
+from curate.report.collect import collect
+from curate.report.page import render
+from curate.report.sample import records_by_id, sample_lines
+from tests.helpers import assert_one_line_error, read_jsonl, run_curate
+
+
+def _page_data(html: str) -> dict:
+    start = html.index('<script type="application/json" id="curate-data">') + len(
+        '<script type="application/json" id="curate-data">')
+    def strict(name):
+        raise ValueError(f"{name} is not JSON a browser reads")
+    return json.loads(html[start:html.index("</script>", start)], parse_constant=strict)
+
+
+def test_a_pipeline_runs_page_holds_its_funnel_records_and_drops(demo):
+    out = demo["out"]
+    data = collect(out)
+    funnel = json.loads((out / "pipeline.json").read_text())
+    assert data["kind"] == "pipeline" and [r["stage"] for r in data["funnel"]] == ["generate", "filter", "mine", "export"]
+    filt = next(r for r in data["funnel"] if r["stage"] == "filter")
+    assert [s["step"] for s in filt["steps"]] == [s["step"] for s in funnel["filter"]["steps"]]
+    assert filt["dropped"] == {k: v for s in funnel["filter"]["steps"] for k, v in s["records_dropped"].items()}
+    kept, drops = read_jsonl(out / "mine" / "mined.jsonl"), read_jsonl(out / "filter" / "rejected.jsonl")
+    assert data["sample"]["kept_total"] == len(kept) and data["sample"]["dropped_total"] == len(drops)
+    rows = data["records"]
+    assert [r["id"] for r in rows if r["status"] == "kept"] == [r["id"] for r in kept]
+    generated = {r["id"]: r for r in read_jsonl(out / "generate" / "generated.jsonl")}
+    for row in (r for r in rows if r["status"] == "dropped"):  # each drop beside the record it dropped
+        assert row["query"] == generated[row["id"]]["query"] and row["reason"] and row["step"]
+    costs = {c["stage"]: c for c in data["costs"]}
+    gen = json.loads((out / "generate" / "report.json").read_text())["families"]["from-corpus"]
+    assert costs["generate"]["requests"] == gen["requests_sent"] > 0
+    assert costs["generate"]["prompt"] == gen["tokens"]["prompt"]
+    assert costs["filter"]["seconds"] == json.loads((out / "filter" / "run.json").read_text())["seconds"]
+    titles = {c["title"] for c in data["charts"]}
+    assert {"teacher scores", "margins", "positive ranks (round trip)"} <= titles
+    assert data["export"]["splits"] == {"train": funnel["export"]["formats"]["sentence-transformers"]["train"],
+                                        "dev": funnel["export"]["formats"]["sentence-transformers"]["dev"]}
+
+
+@pytest.mark.parametrize("stage", ["generate", "filter", "mine", "export"])
+def test_a_single_stage_folder_has_a_page_too(demo, stage, tmp_path):
+    out = demo["out"]
+    page = tmp_path / f"{stage}.html"
+    proc = run_curate("report", str(out / stage), "--out", str(page))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"report: {page}"
+    data = _page_data(page.read_text(encoding="utf-8"))
+    assert data["kind"] == stage and data["funnel"][0]["stage"] == stage
+    if stage == "filter":  # its drops are joined with the records it read (its report names them)
+        drops = [r for r in data["records"] if r["status"] == "dropped"]
+        assert drops and all(r["query"] for r in drops)
+        assert len([r for r in data["records"] if r["status"] == "kept"]) == len(read_jsonl(out / "filter" / "filtered.jsonl"))
+    if stage == "export":
+        assert data["export"]["formats"] == ["sentence-transformers"] and data["records"] == []
+
+
+def test_the_sample_is_seeded_and_the_counts_stay_exact(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text("".join(json.dumps({"id": f"r{i}", "query": f"q {i}"}) + "\n" for i in range(1000)))
+    total, picked = sample_lines([path], 50, seed=3)
+    again = sample_lines([path], 50, seed=3)[1]
+    other = sample_lines([path], 50, seed=4)[1]
+    ids = [obj["id"] for _, obj in picked]
+    assert total == 1000 and len(ids) == 50 == len(set(ids))
+    assert ids == [obj["id"] for _, obj in again] != [obj["id"] for _, obj in other]
+    assert ids == sorted(ids, key=lambda s: int(s[1:]))  # in file order
+    assert records_by_id(path, {"r7", "r999", "nope"}) == {"r7": {"id": "r7", "query": "q 7"},
+                                                           "r999": {"id": "r999", "query": "q 999"}}
+
+
+def test_a_small_sample_is_said_on_the_page(demo):
+    html = render(collect(demo["out"], sample=2, seed=1))
+    data = _page_data(html)
+    assert data["sample"]["kept_shown"] == 2 and data["sample"]["kept_total"] > 2
+    assert len(data["records"]) == 2 + min(2, data["sample"]["dropped_total"])
+    assert f"A sample: 2 of {data['sample']['kept_total']} kept records" in html
+
+
+def test_model_text_stays_text_on_the_page(demo, tmp_path):
+    """A query that holds markup cannot end the data block or add an element."""
+    run = tmp_path / "run"
+    shutil.copytree(demo["out"], run)
+    mined = run / "mine" / "mined.jsonl"
+    rows = read_jsonl(mined)
+    evil = "</script><script>document.title='pwned'</script><!-- <img src=x onerror=alert(1)>"
+    rows[0]["query"] = evil
+    rows[0]["negatives"][0]["teacher_score"] = float("nan")  # the browser's JSON.parse refuses NaN
+    mined.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    html = render(collect(run))
+    assert html.count("</script>") == 2 and "<img src=x" not in html and "<!--" not in html
+    assert _page_data(html)["records"][0]["query"] == evil  # the same text, shown as text by the script
+    assert _page_data(html)["records"][0]["negatives"][0]["teacher_score"] is None
+
+
+def _png(path: Path) -> None:
+    """A 1x1 PNG, written by hand (the ablate report embeds its plot)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0))
+                     + chunk(b"IDAT", zlib.compress(b"\x00\xff\x00\x00")) + chunk(b"IEND", b""))
+
+
+def test_an_ablate_runs_page_has_its_table_and_plot(tmp_path):
+    _png(tmp_path / "ablate.png")
+    summary = [{"arm": "base", "kind": "base", "seeds": [0], "values": [0.647], "mean": 0.647, "std": 0.0,
+                "vs_base": 0.0, "vs_best_baseline": None, "train_s": None},
+               {"arm": "default", "kind": "curate", "seeds": [0, 1], "values": [0.66, 0.67], "mean": 0.665,
+                "std": 0.005, "vs_base": 0.018, "vs_best_baseline": None, "train_s": 12.0}]
+    (tmp_path / "ablate_report.json").write_text(json.dumps(
+        {"title": "scifact train -> scifact test", "metric": "ndcg@10", "summary": summary, "chart": "ablate.png"}))
+    html = render(collect(tmp_path))
+    assert "Ablation: scifact train -&gt; scifact test" in html
+    assert "<td>default</td><td>curate</td><td class=\"num\">0.6650</td>" in html and "+0.0180" in html
+    assert 'src="data:image/png;base64,iVBORw0KGgo' in html
+
+
+def test_a_folder_that_is_no_run_is_one_line(tmp_path):
+    with pytest.raises(CurateError, match="not a run folder"):
+        collect(tmp_path)
+    assert_one_line_error(run_curate("report", str(tmp_path)), str(tmp_path), "not a run folder")
+    assert not (tmp_path / "report.html").exists()

@@ -1,0 +1,146 @@
+"""`curate report`'s page in a real browser: headless Chromium (Debian's chromium and
+chromium-driver, driven by Selenium) opens the page the demo pipeline wrote on the embedded
+default model (what `make demo` runs), from disk, with nothing else served.
+
+Skipped when Chromium or its driver is missing, unless CURATE_REQUIRE_BROWSER=1 (`make test`
+sets it and installs both). The screenshot is kept in runs/test-artifacts/ (or
+$CURATE_TEST_ARTIFACTS) for a person to look at."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO, read_jsonl
+
+pytestmark = pytest.mark.e2e
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = shutil.which("chromedriver")
+
+
+def _need_browser() -> None:
+    if CHROMIUM and DRIVER:
+        return
+    why = "no chromium and chromedriver on PATH (apt-get install chromium chromium-driver; `make browser`)"
+    if os.environ.get("CURATE_REQUIRE_BROWSER") == "1":
+        raise RuntimeError(f"CURATE_REQUIRE_BROWSER=1 but {why}")
+    pytest.skip(why)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    _need_browser()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1300,1800"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _wait(predicate, timeout: float = 30.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return predicate()
+
+
+def _at(obj, key: str):
+    for part in key.split("."):
+        obj = obj[int(part)] if isinstance(obj, list) else obj[part]
+    return obj
+
+
+def test_the_demo_runs_report_opens_in_chromium_and_shows_the_run(demo, browser):
+    from selenium.webdriver.common.by import By
+
+    out = demo["out"]
+    page = out / "report.html"
+    assert page.is_file() and f"report    {page}" in demo["proc"].stderr.replace("\n", "")
+    browser.get(page.as_uri())
+    assert _wait(lambda: browser.execute_script("return document.readyState") == "complete")
+
+    # nothing was fetched: the page is one file
+    fetched = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+    assert fetched == []
+
+    # the funnel's numbers are pipeline.json's
+    funnel = json.loads((out / "pipeline.json").read_text(encoding="utf-8"))
+    cells = {e.get_attribute("data-key"): e.text for e in browser.find_elements(By.CSS_SELECTOR, "[data-key]")}
+    for key in ("documents.documents", "generate.ok", "filter.records_in", "filter.records_kept", "mine.records",
+                "mine.negatives", "export.rows"):
+        assert key in cells, key
+    for key, text in cells.items():
+        assert text == str(_at(funnel, key)), key
+    dropped = [k for k in cells if ".records_dropped." in k]
+    assert dropped, "the demo's filter drops records, and the funnel shows why"
+
+    # a kept query and a dropped record's reason are in the record browser
+    kept = read_jsonl(out / "mine" / "mined.jsonl")
+    drops = read_jsonl(out / "filter" / "rejected.jsonl")
+    assert kept and drops
+    listing = browser.find_element(By.ID, "list")
+    assert _wait(lambda: len(listing.find_elements(By.CSS_SELECTOR, ".rec")) == len(kept) + len(drops))
+    heads = [e.get_attribute("textContent") for e in listing.find_elements(By.CSS_SELECTOR, ".rec .head")]
+    assert any(kept[0]["query"][:60] in h for h in heads)
+    assert any(drops[0]["reason"] in h for h in heads if h.startswith("dropped"))
+
+    # opening a kept record shows its query, positive and negatives side by side with teacher scores
+    first_kept = next(e for e in listing.find_elements(By.CSS_SELECTOR, ".rec.kept"))
+    first_kept.find_element(By.CSS_SELECTOR, ".head").click()
+    body = first_kept.find_element(By.CSS_SELECTOR, ".body")
+    assert body.is_displayed()
+    assert len(body.find_elements(By.CSS_SELECTOR, ".neg")) == len(kept[0]["negatives"]) > 0
+    assert kept[0]["positive"][:60] in body.text
+    assert f"teacher {kept[0]['negatives'][0]['teacher_score']:.3f}" in body.text
+
+    # search narrows the list to the records whose texts hold the words
+    total = len(kept) + len(drops)
+    generated = {r["id"]: r for r in read_jsonl(out / "generate" / "generated.jsonl")}
+
+    def texts(rec: dict, drop: dict | None = None) -> str:
+        parts = [rec.get("query") or "", rec.get("positive") or "", rec.get("task") or "", rec.get("id") or "",
+                 *(n["text"] for n in rec.get("negatives") or [])]
+        if drop is not None:
+            parts += [drop["reason"], drop.get("text") or ""]
+        return "\n".join(parts).lower()
+
+    haystacks = [texts(r) for r in kept] + [texts(generated.get(d["id"], {"id": d["id"]}), d) for d in drops]
+    words = {w.lower().strip(".,?!:;\"'()") for w in kept[0]["query"].split()}
+    word = max((w for w in words if len(w) > 3), key=lambda w: (sum(w in h for h in haystacks) < total, -sum(w in h for h in haystacks), w))
+    expected = sum(word in h for h in haystacks)
+    assert 1 <= expected < total, word
+    box = browser.find_element(By.ID, "search")
+    box.send_keys(word)
+    shown = browser.find_element(By.ID, "shown")
+    assert _wait(lambda: shown.get_attribute("data-matching") == str(expected))
+    assert len(listing.find_elements(By.CSS_SELECTOR, ".rec")) == expected
+
+    # the charts drew their bars, and the page logged no error
+    charts = browser.find_elements(By.CSS_SELECTOR, "#charts .chart svg")
+    assert charts and all(c.find_elements(By.CSS_SELECTOR, "rect") for c in charts)
+    errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+    assert errors == []
+
+    box.clear()
+    browser.execute_script("window.scrollTo(0, 0)")
+    artifacts = Path(os.environ.get("CURATE_TEST_ARTIFACTS", REPO / "runs" / "test-artifacts"))
+    artifacts.mkdir(parents=True, exist_ok=True)
+    shot = artifacts / "report-demo.png"
+    assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
