@@ -41,6 +41,9 @@ def test_a_pipeline_runs_page_holds_its_funnel_records_and_drops(demo):
     generated = {r["id"]: r for r in read_jsonl(out / "generate" / "generated.jsonl")}
     for row in (r for r in rows if r["status"] == "dropped"):  # each drop beside the record it dropped
         assert row["query"] == generated[row["id"]]["query"] and row["reason"] and row["step"]
+    for row, rec in zip((r for r in rows if r["status"] == "kept"), kept):  # each mined negative's search rank
+        ranks = dict(zip(rec["meta"]["mine"]["doc_ids"], rec["meta"]["mine"]["ranks"]))
+        assert [n["rank"] for n in row["negatives"]] == [ranks[n["doc_id"]] for n in rec["negatives"]]
     costs = {c["stage"]: c for c in data["costs"]}
     gen = json.loads((out / "generate" / "report.json").read_text())["families"]["from-corpus"]
     assert costs["generate"]["requests"] == gen["requests_sent"] > 0
@@ -105,6 +108,22 @@ def test_model_text_stays_text_on_the_page(demo, tmp_path):
     assert html.count("</script>") == 2 and "<img src=x" not in html and "<!--" not in html
     assert _page_data(html)["records"][0]["query"] == evil  # the same text, shown as text by the script
     assert _page_data(html)["records"][0]["negatives"][0]["teacher_score"] is None
+
+
+def test_judge_scores_and_ranks_are_charted():
+    from curate.report.collect import _charts
+
+    def row(status, rank=None, judges=None):
+        return {"status": status, "negatives": [], "teacher": {"positive": 0.8, "margin": 0.1, "positive_rank": rank},
+                "detail": {"rank": 40} if status == "dropped" else None, "judges": judges}
+
+    rows = [row("kept", 1, {"query_quality": {"clarity": 4, "specificity": 2}}), row("kept", 3, {"query_quality": "error"}),
+            row("dropped")]
+    charts = {c["title"]: c for c in _charts(rows)}
+    ranks = {b["label"]: b["count"] for b in charts["positive ranks (round trip)"]["series"][0]["bins"]}
+    assert ranks == {"1": 1, "2-3": 1, "4-10": 0, "11-100": 1, ">100": 0}  # the drop's rank counts too
+    clarity = charts["judge: query_quality clarity"]["series"][0]["bins"]
+    assert sum(b["count"] for b in clarity) == 1 and "judge: query_quality specificity" in charts
 
 
 def _png(path: Path) -> None:
