@@ -125,6 +125,8 @@ def test_tiny_grid_report_baseline_and_resume(tiny, finished, monkeypatch):
     assert proc.returncode == 0, proc.stderr
     shown = proc.stdout + proc.stderr
     assert "0 run(s) to do" in shown and "same-as-default" in shown and "vs st" in shown
+    assert f"report: {out / 'report.html'}" in shown  # the table and the plot as one page too
+    assert "<td>same-as-default</td>" in (out / "report.html").read_text(encoding="utf-8")
 
 
 def test_runs_train_on_ray_workers_as_they_do_here(tiny, finished, monkeypatch):

@@ -382,4 +382,7 @@ def ablate_main(opts: AblateOptions) -> dict[str, Any]:
     report = run_ablate(opts)
     rep.print_table(report["summary"], report["best_baseline"])
     console.print(f"wrote {Path(opts.out) / REPORT}" + (f" and {Path(opts.out) / CHART}" if report["chart"] else ""))
+    from curate.report import write_report as write_page
+
+    console.print(f"report: {write_page(opts.out)}", soft_wrap=True)  # the table and plot as one page
     return report
