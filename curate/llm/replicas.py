@@ -109,7 +109,10 @@ def serve_replicas(n: int, command: str, urls_file: Path, executor: Executor, st
         print(u, flush=True)
     print(f"{n} replicas; their URLs are in {urls_file} (--base-url {urls_file}); Ctrl-C stops them",
           file=sys.stderr, flush=True)
+    # Ctrl-C and kill stop the replicas, also when started from a background job, where Python
+    # leaves an inherited "ignore SIGINT" in place (as `curate serve` does for one server)
     signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
     done = 0
     try:
         while rounds is None or done < rounds:
