@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from curate.core.estimate import duration
+from curate.core.jsonl import atomic_write_text
 from curate.report.collect import collect
 
 REPORT_HTML = "report.html"
@@ -20,14 +20,7 @@ _ASSETS = Path(__file__).with_name("assets")
 
 
 def _duration(seconds: Any) -> str:
-    if not isinstance(seconds, (int, float)):
-        return ""
-    seconds = float(seconds)
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, s = divmod(round(seconds), 60)
-    hours, m = divmod(minutes, 60)
-    return f"{hours}h{m:02d}m{s:02d}s" if hours else f"{m}m{s:02d}s"
+    return duration(seconds) if isinstance(seconds, (int, float)) else ""
 
 
 def _fixed(value: Any, signed: bool = False) -> str:
@@ -74,16 +67,5 @@ def write_report(folder: str | Path, out: str | Path | None = None, *, sample: i
     and return its path."""
     data = collect(folder, sample=sample, seed=seed)
     path = Path(out) if out is not None else Path(folder) / REPORT_HTML
-    html = render(data)
-    fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=path.parent)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)  # as a plain open() would make it, not mkstemp's 0600
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(html)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(path, render(data))  # whole or not at all
     return path
