@@ -11,6 +11,8 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from curate.core.errors import CurateError
 from curate.core.jsonl import atomic_write_jsonl
 from curate.core.params import range_problem
@@ -114,6 +116,20 @@ def _record(item: MineItem, picks: list[Pick], mined_by: dict[int, Mined], inp: 
                   positives=positives[1:], negatives=negatives, teacher=teacher, meta=meta)
 
 
+def _hybrid(inp: MineInput, items: list[MineItem], qvecs, dvecs, results: list[Mined]):
+    """Rescore each query's positives and picked negatives with BM25 mixed into the teacher's cosine
+    (``curate.negatives.hybrid``), in place; the picks and their order stay the teacher's."""
+    from curate.negatives.hybrid import hybrid_scores
+
+    hybrid = hybrid_scores(inp.corpus.texts, [it.query for it in items], qvecs, dvecs,
+                           [list(it.positives) + list(it.also_positive) for it in items], [r.docs for r in results])
+    for it, res, pos, picked in zip(items, results, hybrid.positives, hybrid.picked):
+        res.scores = picked
+        res.positive_scores = pos[:len(it.positives)]
+        res.lowest_positive = float(np.min(pos))
+    return hybrid
+
+
 def run_mine(opts: MineOptions, teachers=None, rescorer=None) -> dict[str, Any]:
     """Mine, write the outputs, and return the report.  ``teachers`` / ``rescorer``: objects to
     use instead of loading them by name (tests, notebooks)."""
@@ -162,6 +178,9 @@ def _mine(opts: MineOptions, cfg: MineConfig, run, teachers, rescorer) -> dict[s
     models = [tc.model_id for tc in teachers]
     if len(set(models)) != len(models):
         raise CurateError("the same teacher is named twice")
+    if opts.scores == "hybrid" and (len(teachers) > 1 or opts.cross_encoder or rescorer is not None):
+        raise CurateError("--scores hybrid mixes BM25 with one teacher's cosine: give one --teacher and no "
+                          "--cross-encoder (its scores are a stronger teacher already)")
     if rescorer is None and opts.cross_encoder:
         rescorer = CrossEncoderScorer(opts.cross_encoder, inp.corpus.texts)
     scorer_name = getattr(rescorer, "name", "cross-encoder") if rescorer is not None else None
@@ -169,6 +188,7 @@ def _mine(opts: MineOptions, cfg: MineConfig, run, teachers, rescorer) -> dict[s
              if opts.ensemble == "cross" else None)
 
     per_item: list[dict[int, Mined]] = [{} for _ in items]
+    hybrid = None  # BM25 mixed into the teacher's scores (--scores hybrid)
     teacher_rows = []
     index_info = None
     encode_s = search_s = 0.0
@@ -191,6 +211,11 @@ def _mine(opts: MineOptions, cfg: MineConfig, run, teachers, rescorer) -> dict[s
             if isinstance(index, ShardedIndex):
                 index.close()
         search_s += time.perf_counter() - t
+        if opts.scores == "hybrid":
+            t = time.perf_counter()
+            hybrid = _hybrid(inp, [items[i] for i in mine_idx], qvecs, dvecs, results)
+            scorer_name = f"{hybrid.name} + {models[ti]}"
+            timings["hybrid_s"] = time.perf_counter() - t
         for i, res in zip(mine_idx, results):
             per_item[i][ti] = res
         teacher_rows.append({"model": models[ti], "queries": len(mine_idx),
@@ -256,6 +281,7 @@ def _mine(opts: MineOptions, cfg: MineConfig, run, teachers, rescorer) -> dict[s
                      if opts.ensemble else None),
         "cross_encoder": ({"model": scorer_name, "pairs_scored": getattr(rescorer, "pairs_scored", None)}
                           if rescorer is not None else None),
+        "scores_from": {"kind": opts.scores, **(hybrid.describe() if hybrid is not None else {})},
         **rep.counts(cfg.k, [len(p) for p in all_picks], short_reasons, len(out_records)),
         "min_negatives": min_negs,
         "positive_gate": {"positive_top": opts.positive_top or None, "queries_dropped": gated,

@@ -92,6 +92,12 @@ class MineOptions(SearchSettings, Knobs):
         "help": "cross: how queries are dealt to the teachers."})
     cross_encoder: str | None = field(default=None, metadata={
         "help": "Rescore candidates with this CrossEncoder before thresholds."})
+    # what the records' scores are (the export's `label`, levels, the report); the teacher still picks
+    scores: Literal["teacher", "hybrid"] = field(default="teacher", metadata={
+        "fingerprint": "if-set",  # runs from before the option keep their fingerprint
+        "help": "Scores written for the positive and each negative: teacher (its cosine) or hybrid (BM25 mixed "
+                "with the teacher, BM25's weight chosen by how well it ranks the queries' own positives). The "
+                "teacher picks the negatives either way."})
     # method (its knobs: Knobs) and search (SearchSettings)
     method: str = field(default="percpos", metadata={
         "help_names": {"presets": "curate.negatives.presets:PRESETS"},

@@ -180,6 +180,10 @@ def test_runs_train_on_ray_workers_as_they_do_here(tiny, finished, monkeypatch):
     ("seeds: []\narms: {a: {}}", "seeds must be"),
     ("holdout: 1.5\narms: {a: {}}", "holdout must be a share between 0 and 1"),
     ("holdout: 0.5\neval: {split: test}\narms: {a: {}}", "leave eval's data and split out"),
+    ("arms: {a: {train: {loss: kl}}}", "arm 'a' train: loss"),
+    ("arms: {a: {train: {los: mnrl}}}", "unknown parameter 'los' (did you mean loss?)"),
+    ("arms: {a: {kind: base, train: {loss: masked}}}", "train options belong to arms that train"),
+    ("arms: {a: {kind: st, train: {loss: distill-kl}}}", "sentence-transformers' miner does not write"),
 ])
 def test_grid_errors_are_one_line_naming_the_file(tiny, text, needle):
     grid = tiny["tmp"] / "bad.yaml"
@@ -377,3 +381,48 @@ def test_a_run_from_before_digests_were_recorded_is_found_by_its_export(tiny, fi
             os.utime(f, (stamp, stamp))
         shutil.rmtree(work / "runs")
         shutil.copytree(tmp_path / "runs", work / "runs")
+
+
+TRAIN_GRID = """\
+data: {data}
+queries: 20
+eval: {{data: {data}, split: test, light: false}}
+budget: {{steps: 2, batch_size: 4, lr: 2.0e-5, max_seq_length: 48}}
+seeds: [0]
+arms:
+  contrastive: {{mine: {{k: 2}}, export: {{negatives_per_row: all}}}}
+  kl: {{mine: {{k: 2}}, export: {{negatives_per_row: all}}, train: {{loss: distill-kl}}}}
+  margins: {{mine: {{k: 2}}, export: {{negatives_per_row: all}}, train: {{loss: margin-mse}}}}
+  masked: {{mine: {{k: 2}}, export: {{negatives_per_row: all}}, train: {{loss: masked}}}}
+"""
+
+
+def test_losses_train_on_the_exports_teacher_scores(tiny, monkeypatch):
+    """One export trained four ways: each arm trains with its own loss (the distillation ones on the
+    export's ``label`` column, the teacher's scores), none is taken for another's run though all
+    read the same bytes, and each model is evaluated."""
+    import pyarrow.parquet as pq
+
+    from curate.flows.ablate import arms as data
+
+    monkeypatch.setenv("CURATE_CACHE_DIR", str(tiny["tmp"] / "cache"))
+    grid = tiny["tmp"] / "losses.yaml"
+    grid.write_text(TRAIN_GRID.format(data=tiny["folder"]))
+    report = run_ablate(AblateOptions(grid=str(grid), out=str(tiny["tmp"] / "losses-out"), say=lambda _: None))
+    runs = {arm: rs[0] for arm, rs in report["runs"].items()}
+    assert {a: r["training"]["loss"] for a, r in runs.items()} == {
+        "contrastive": "mnrl", "kl": "distill-kl", "margins": "margin-mse", "masked": "masked"}
+    assert len({r["training"]["data_sha256"] for r in runs.values()}) == 1  # one export
+    assert not any("same_data_as" in r for r in runs.values())  # ... trained four times
+    assert len({r["training"]["first_loss"] for r in runs.values()}) == 4
+    assert all(r["training"]["steps"] == 2 and r["metrics"]["ndcg@10"] > 0 for r in runs.values())
+    # the rows they read carry the teacher's scores, the positive's first, one per text
+    work = Path(report["work"])
+    (export,) = {p.parent for p in work.glob("exports/*/data/train-*.parquet")}
+    table = pq.read_table(next(export.glob("train-*.parquet"))).to_pylist()
+    negatives = sorted(c for c in table[0] if c.startswith("negative_"))
+    assert negatives and all(len(r["label"]) == 1 + len(negatives) for r in table)
+    assert sum(r["label"][0] > max(r["label"][1:]) for r in table) > len(table) / 2
+    # a second run finds every arm done
+    again = run_ablate(AblateOptions(grid=str(grid), out=str(tiny["tmp"] / "losses-out"), say=lambda _: None))
+    assert again["summary"] == report["summary"]

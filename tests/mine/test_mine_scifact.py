@@ -153,6 +153,33 @@ def test_cli_beir_folder_matches_pairs_run(scifact):
     assert "curate: error" not in proc.stderr
 
 
+def test_hybrid_scores_keep_the_teachers_picks_and_rescore_them(scifact):
+    """``--scores hybrid``: the same negatives in the same order as the teacher's run, with BM25
+    mixed into every score (the positive's too) at the weight the report gives, chosen on these
+    queries' own positives; the records name the mix as their scores' model."""
+    out = scifact["tmp"] / "cli-hybrid"
+    proc = run_curate("mine", "--positive-top", "0", "--data", str(scifact["tmp"] / "beir"), "--split", "train",
+                      "--scores", "hybrid", "--out", str(out), env={"CURATE_CACHE_DIR": str(scifact["cache"])})
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((out / "report.json").read_text())
+    chosen = report["scores_from"]
+    mrr = {float(w): m for w, m in chosen["mrr_by_weight"].items()}
+    assert chosen["kind"] == "hybrid" and mrr[chosen["weight"]] == max(mrr.values())
+    plain = {r["id"]: r for r in read_jsonl(scifact["tmp"] / "cli" / "mined.jsonl")}
+    recs = read_jsonl(out / "mined.jsonl")
+    assert len(recs) == len(plain)
+    moved = 0
+    for rec in recs:
+        before = plain[rec["id"]]
+        assert [n["text"] for n in rec["negatives"]] == [n["text"] for n in before["negatives"]]
+        assert rec["teacher"]["model"].startswith(f"hybrid(bm25 {chosen['weight']:g})")
+        moved += rec["teacher"]["positive"] != pytest.approx(before["teacher"]["positive"], abs=1e-6)
+    assert moved == (len(recs) if chosen["weight"] > 0 else 0)
+    bad = run_curate("mine", "--data", str(scifact["tmp"] / "beir"), "--split", "train", "--scores", "hybrid",
+                     "--cross-encoder", "some/model", "--out", str(scifact["tmp"] / "bad"))
+    assert bad.returncode != 0 and "--scores hybrid" in bad.stderr and "Traceback" not in bad.stderr
+
+
 def test_mined_records_keep_each_documents_title(tmp_path):
     """SciFact's documents have titles: a mined record's texts are title and body as one (what
     every stage encodes), and each document's title is kept beside it for the formats that have

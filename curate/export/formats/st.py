@@ -1,10 +1,16 @@
-"""``sentence-transformers``: ``anchor``, ``positive``, ``negative_1..n`` Parquet, nothing else.
+"""``sentence-transformers``: ``anchor``, ``positive``, ``negative_1..n`` Parquet, and ``label``.
 
-The sentence-transformers trainer feeds every column to the loss as text (ids and labels
-included), so this layout carries only the texts. Every split has the same ``n`` (the most
-negatives any row has) because a loss such as MultipleNegativesRankingLoss needs a full
-column for every row; shorter rows are filled as ``common.fill_negatives`` explains.
-The sampler that keeps file order is copied in beside the data.
+The sentence-transformers trainer feeds every column to the loss as text except one named
+``label`` (or ``score``), which it hands the loss as its labels; so ids stay out and the teacher's
+scores go in ``label``: for each row, the score of the positive, then of each negative in column
+order. That one list is what both of its distillation losses read (``DistillKLDivLoss`` as
+scores, ``MarginMSELoss`` turns it into margins itself), and the contrastive losses ignore it, so
+the same files train either way. The column is written only when every row of every split has
+a score for each text it carries (a negative borrowed from another row has none): a loss cannot
+take a missing target, and one schema serves every split. Every split has the same ``n`` (the
+most negatives any row has) because a loss needs a full column for every row; shorter rows are
+filled as ``common.fill_negatives`` explains (a row repeating its own negatives repeats their
+scores too). The sampler that keeps file order is copied in beside the data.
 """
 
 from __future__ import annotations
@@ -47,7 +53,23 @@ trainer.train()
 ```
 Equivalently: `SentenceTransformerTrainingArguments(..., per_device_train_batch_size=BATCH,
 batch_sampler=SequentialBatchSampler)`. The texts already carry their instructions: set no
-`prompts` in the training arguments."""
+`prompts` in the training arguments.
+DISTIL"""
+
+
+DISTIL = """\
+The `label` column holds the teacher's scores (TEACHER): the positive's, then each negative's,
+in column order. To learn from them rather than from the labels alone, train the same dataset
+with one of sentence-transformers' distillation losses:
+
+```python
+from sentence_transformers.losses import DistillKLDivLoss, MarginMSELoss
+
+loss = DistillKLDivLoss(model, temperature=0.05)  # match the teacher's softmax over each row's texts
+# or: loss = MarginMSELoss(model)                 # match its margins, positive minus each negative
+trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=ds["train"], loss=loss)
+trainer.train()
+```"""
 
 
 def usage(s: Settings, where: str) -> str:
@@ -62,11 +84,15 @@ def write_st(rows: list[ExportRow], out_dir: Path, card: dict) -> list[Path]:
     n = max((len(r.negatives) for r in rows), default=0)
     negs, filled = fill_negatives(rows, [list(r.negatives) for r in rows], n)
     names = ["anchor", "positive"] + [f"negative_{k + 1}" for k in range(n)]
-    schema = pa.schema([(c, pa.string()) for c in names])
+    labels = [row_labels(r, ns) for r, ns in zip(rows, negs)]
+    scored = bool(rows) and all(lab is not None for lab in labels)
+    schema = pa.schema([(c, pa.string()) for c in names] + ([("label", pa.list_(pa.float64()))] if scored else []))
     tables = {}
     for split, idx in split_indices(rows).items():
         columns = [[rows[i].query_text for i in idx], [rows[i].positive for i in idx]]
         columns += [[negs[i][k] for i in idx] for k in range(n)]
+        if scored:
+            columns.append([labels[i] for i in idx])
         tables[split] = pa.Table.from_arrays(columns, schema=schema)
     files = write_shards(out_dir, tables, shard_rows(card))
     notes = [f"{filled} row(s) had fewer than {n} negatives and were filled: a row repeats its own "
@@ -74,15 +100,40 @@ def write_st(rows: list[ExportRow], out_dir: Path, card: dict) -> list[Path]:
              "(texts every query of that batch already sees as candidates), never a positive."] if filled else []
     batch = (card.get("parameters") or {}).get("batch_size")
     usage = USAGE.replace("BATCH", str(batch)) if isinstance(batch, int) else USAGE
-    readme = write_card(out_dir, card, files, tables, _columns(n), usage, notes)
+    teacher = _teacher(card)
+    usage = usage.replace("DISTIL", "\n" + DISTIL.replace("TEACHER", str(teacher)) if scored else "")
+    if not scored and rows:
+        notes.append("No `label` column: " + ("no row has teacher scores" if all(lab is None for lab in labels) else
+                     f"{sum(lab is None for lab in labels)} row(s) lack a teacher score for a text they carry")
+                     + ", so these files train with a contrastive loss only.")
+    readme = write_card(out_dir, card, files, tables, _columns(n, scored), usage, notes)
     shipped = out_dir / SAMPLER_FILE
     with atomic_path(shipped) as tmp:
         tmp.write_text(SAMPLER_SOURCE.read_text(encoding="utf-8"), encoding="utf-8")
     return [out_dir / p for paths in files.values() for p in paths] + [readme, shipped]
 
 
-def _columns(n: int) -> dict[str, str]:
+def _teacher(card: dict) -> str:
+    """The teacher(s) that mined the export's sources, as their reports name them."""
+    names = [t for src in card.get("sources") or [] for part in (src.values() if isinstance(src, dict) else ())
+             if isinstance(part, dict) for t in part.get("teachers") or [] if t]
+    return ", ".join(dict.fromkeys(str(n) for n in names)) or "the mining teacher, a cosine"
+
+
+def row_labels(row: ExportRow, negs: list[str]) -> list[float] | None:
+    """The teacher's scores of the row's positive and of each negative as written (``negs``: its own,
+    maybe repeated to fill the row), or None when one is unknown: a borrowed negative, an unscored row."""
+    own = {t: s for t, s in zip(row.negatives, row.negative_scores) if s is not None}
+    if row.positive_score is None or len(row.negative_scores) != len(row.negatives) or any(t not in own for t in negs):
+        return None
+    return [float(row.positive_score), *(float(own[t]) for t in negs)]
+
+
+def _columns(n: int, scored: bool) -> dict[str, str]:
     cols = {"anchor": "the query, instruction applied", "positive": "the positive document"}
     if n:
         cols["negative_1 .. negative_%d" % n] = "negatives, in the row's order"
+    if scored:
+        cols["label"] = (f"the teacher's scores: the positive's, then each negative's in column order ({n + 1} "
+                         "numbers); the distillation losses read it, the contrastive ones ignore it")
     return cols

