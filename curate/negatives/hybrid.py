@@ -9,7 +9,8 @@ document gets 1), and the hybrid score is ``(1 - w) * cosine + w * that share``.
 
 ``w`` is not fitted to a benchmark: each run takes the value in 0, 0.1, .., 1 under which its own
 queries rank their own positives highest (mean reciprocal rank of the record's positive among the
-union of the dense and the BM25 top 100 and the positives), ties going to the smaller ``w``.
+union of the dense and the BM25 top 100 and the positives, a positive tied with others ranked in
+the middle of them), ties between weights going to the smaller ``w``.
 That is a property of the data: on a corpus where words decide relevance BM25 gets weight, where
 they mislead it gets none (``w = 0`` is the dense teacher alone).
 
@@ -82,7 +83,10 @@ def hybrid_scores(texts: Sequence[str], queries: Sequence[str], qvecs: np.ndarra
             others = pool[~np.isin(pool, own)]
             for w in WEIGHTS:
                 mixed = (1 - w) * dense + w * share
-                reciprocal[w] += 1.0 / (1 + int((mixed[others] > mixed[own[0]]).sum()))
+                above, level = mixed[others] > mixed[own[0]], mixed[others] == mixed[own[0]]
+                # a tie ranks the positive in the middle of its equals: a query BM25 knows no word of
+                # scores every document 0, and must not count as ranking its positive first
+                reciprocal[w] += 1.0 / (1 + int(above.sum()) + 0.5 * int(level.sum()))
             pos_parts.append((dense[own], share[own]))
             got = np.asarray(list(picked[i]), dtype=np.int64)
             pick_parts.append((dense[got], share[got]))

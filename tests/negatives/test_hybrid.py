@@ -59,3 +59,15 @@ def test_scores_are_the_mix_for_each_document_asked_for():
         mix = lambda d: (1 - w) * float(dvecs[d] @ qvecs[i]) + w * float(lexical[d] / lexical.max())  # noqa: E731
         np.testing.assert_allclose(got.positives[i], [mix(i), mix(20 + i)], rtol=1e-6)
         np.testing.assert_allclose(got.picked[i], [mix(d) for d in picked[i]], rtol=1e-6)
+
+
+def test_a_query_bm25_cannot_read_does_not_win_it_the_weight():
+    """Queries with no word of the corpus score every document 0 under BM25: that is a tie, not a
+    positive ranked first, so it gives BM25 no weight where the dense teacher ranks well."""
+    rng, nrng = random.Random(3), np.random.default_rng(3)
+    docs = _corpus(rng)
+    queries = ["zzz yyy"] * 20  # no word the corpus has
+    dvecs = _unit(nrng.normal(size=(len(docs), 16)))
+    qvecs = _unit(dvecs[:20] + 0.3 * nrng.normal(size=(20, 16)))
+    got = hybrid_scores(docs, queries, qvecs, dvecs, [[i] for i in range(20)], [[] for _ in range(20)])
+    assert got.weight == 0.0 and got.mrr[1.0] < 0.2

@@ -70,7 +70,9 @@ def make_loss(model, training: Training, rows, guide: str | None, batch_size: in
         # the cached form takes any number of negatives a row; one mini-batch a batch, so it computes what
         # the plain form would; no anchor-anchor or positive-positive terms, so only the masking differs
         # from MultipleNegativesRankingLoss
-        return losses.CachedGISTEmbedLoss(model, guide=load_student(guide), temperature=training.temperature,
+        teacher = load_student(guide)
+        teacher.max_seq_length = model.max_seq_length  # the budget's cut, as the student reads the texts
+        return losses.CachedGISTEmbedLoss(model, guide=teacher, temperature=training.temperature,
                                           mini_batch_size=batch_size, margin_strategy="relative",
                                           margin=training.margin, contrast_anchors=False, contrast_positives=False)
     return losses.MultipleNegativesRankingLoss(model)
