@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from rich.markup import escape
 
@@ -31,6 +31,9 @@ from curate.core.jsonl import atomic_write_json
 from curate.core.stage import DONE, Stage, report_of, run_stage
 from curate.llm.options import LLMOptions
 from curate.core.progress import console
+from curate.mine.options import MineOptions
+
+MINE_SCORES = MineOptions.__dataclass_fields__["scores"]  # declared once, by mine
 
 RELABEL = "relabel"  # the recipe the relabel stage runs, and its folder
 FUNNEL = "pipeline.json"
@@ -63,6 +66,8 @@ class PipelineOptions:
     teacher: str | None = field(default=None, metadata={
         "help": "Teacher embedding model for filter and mine  [default: the recipe's, else the bundled "
                 "all-MiniLM-L6-v2]."})
+    # what the mined records' scores are: the export's `label`, the student's distillation target
+    scores: Literal["teacher", "hybrid"] = field(default=MINE_SCORES.default, metadata=MINE_SCORES.metadata)
     formats: tuple[str, ...] = field(default=("sentence-transformers",), metadata={
         "flag": "--format", "help_names": {"formats": "curate.export.formats:in_order"},
         "help": "Export format, as curate export takes it ({formats}, or all); repeatable."})
@@ -143,7 +148,8 @@ def stages(opts: PipelineOptions, llm: LLMOptions, out: Path) -> list[tuple[Stag
                                recipe=opts.recipe, teacher=opts.teacher, plots=opts.plots,
                                prompts_dirs=tuple(opts.prompts_dirs))),
         (MINE, MineOptions(out=str(out / MINE.name), records=str(FILTER.path(out / FILTER.name)), corpus=corpus,
-                           teachers=(opts.teacher,) if opts.teacher else (), seed=opts.seed, plots=opts.plots)),
+                           teachers=(opts.teacher,) if opts.teacher else (), seed=opts.seed, plots=opts.plots,
+                           scores=opts.scores)),
     ]
     if opts.relabel:
         relabel = dataclasses.replace(FILTER, name=RELABEL)

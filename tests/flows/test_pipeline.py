@@ -212,6 +212,28 @@ def test_a_changed_option_reruns_only_the_stages_it_reaches(first):
     assert _report(run, "export")["hub"]["license"] == "cc-by-4.0"  # the documents' licence, on the card
 
 
+def test_hybrid_scores_rescore_mine_and_reach_the_exports_label(first):
+    """``--scores hybrid``: generate and filter are done earlier, mine keeps the teacher's negatives and
+    rescores them, and every exported row's ``label`` holds the mixed scores (positive first)."""
+    run = first["tmp"] / "hybrid"
+    shutil.copytree(first["run"], run)
+    proc = _pipeline(first["srv"], first["docs"], run, "--scores", "hybrid")
+    out = proc.stderr + proc.stdout
+    assert all(f"{s}: done earlier" in out for s in ("generate", "filter"))
+    assert not any(f"{s}: done earlier" in out for s in ("mine", "export"))
+    weight = _report(run, "mine")["scores_from"]["weight"]
+    mined = {r["query"]: r for r in read_jsonl(run / "mine" / "mined.jsonl")}
+    before = {r["query"]: r for r in read_jsonl(first["run"] / "mine" / "mined.jsonl")}
+    assert {q: [n["text"] for n in r["negatives"]] for q, r in mined.items()} == {
+        q: [n["text"] for n in r["negatives"]] for q, r in before.items()}
+    rows = _rows(run)
+    assert rows and all(len(r["label"]) == 1 + sum(c.startswith("negative_") for c in r) for r in rows)
+    for row in rows:
+        rec = next(r for q, r in mined.items() if row["anchor"].endswith(q))
+        assert row["label"][0] == pytest.approx(rec["teacher"]["positive"])
+        assert rec["teacher"]["model"].startswith(f"hybrid(bm25 {weight:g})")
+
+
 def test_another_seed_starts_generate_afresh_and_never_mixes_two_runs_records(first):
     """The fingerprint covers every option that changes the data: another --seed samples other
     passages, and its records replace the last run's instead of joining them."""
