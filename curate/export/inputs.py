@@ -88,6 +88,9 @@ def _mine_summary(rep: dict[str, Any]) -> dict[str, Any]:
         "sampling": rep.get("sampling"), "teachers": [t.get("model") for t in rep.get("teachers") or []],
         "queries_in": rep.get("queries_in"), "queries_out": rep.get("queries_out"),
         "negatives": rep.get("negatives"), "false_negatives": rep.get("false_negatives"),
+        # what the records' scores are, where not the teacher's cosine (mine --scores hybrid)
+        **({"scores": rep["scores_from"]} if (rep.get("scores_from") or {}).get("kind") not in (None, "teacher")
+           else {}),
     }
 
 

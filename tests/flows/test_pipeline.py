@@ -232,6 +232,11 @@ def test_hybrid_scores_rescore_mine_and_reach_the_exports_label(first):
         rec = next(r for q, r in mined.items() if row["anchor"].endswith(q))
         assert row["label"][0] == pytest.approx(rec["teacher"]["positive"])
         assert rec["teacher"]["model"].startswith(f"hybrid(bm25 {weight:g})")
+    cards = [c.read_text(encoding="utf-8") for c in (run / "export").rglob("README.md")]
+    assert any(f"BM25 mixed into sentence-transformers/all-MiniLM-L6-v2 at weight {weight}" in c
+               and "recipe curate recommends" in c for c in cards)
+    plain = [c.read_text(encoding="utf-8") for c in (first["run"] / "export").rglob("README.md")]
+    assert not any("recipe curate recommends" in c for c in plain)  # the teacher's own cosines: no advice
 
 
 def test_another_seed_starts_generate_afresh_and_never_mixes_two_runs_records(first):
