@@ -66,8 +66,12 @@ class PipelineOptions:
     teacher: str | None = field(default=None, metadata={
         "help": "Teacher embedding model for filter and mine  [default: the recipe's, else the bundled "
                 "all-MiniLM-L6-v2]."})
-    # what the mined records' scores are: the export's `label`, the student's distillation target
-    scores: Literal["teacher", "hybrid"] = field(default=MINE_SCORES.default, metadata=MINE_SCORES.metadata)
+    # what the mined records' scores are: the export's `label`, the student's distillation target. Hybrid
+    # here (mine's default is the teacher's cosine): with no labels, the contrastive loss on generated
+    # queries trained the student below its untrained self, and distillation on hybrid scores above it
+    # (docs: Benchmarks, "A stronger teacher, and training on its scores")
+    scores: Literal["teacher", "hybrid"] = field(default="hybrid", metadata={
+        **MINE_SCORES.metadata, "help": MINE_SCORES.metadata["help"] + " [default: hybrid]"})
     formats: tuple[str, ...] = field(default=("sentence-transformers",), metadata={
         "flag": "--format", "help_names": {"formats": "curate.export.formats:in_order"},
         "help": "Export format, as curate export takes it ({formats}, or all); repeatable."})

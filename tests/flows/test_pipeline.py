@@ -212,20 +212,13 @@ def test_a_changed_option_reruns_only_the_stages_it_reaches(first):
     assert _report(run, "export")["hub"]["license"] == "cc-by-4.0"  # the documents' licence, on the card
 
 
-def test_hybrid_scores_rescore_mine_and_reach_the_exports_label(first):
-    """``--scores hybrid``: generate and filter are done earlier, mine keeps the teacher's negatives and
-    rescores them, and every exported row's ``label`` holds the mixed scores (positive first)."""
-    run = first["tmp"] / "hybrid"
-    shutil.copytree(first["run"], run)
-    proc = _pipeline(first["srv"], first["docs"], run, "--scores", "hybrid")
-    out = proc.stderr + proc.stdout
-    assert all(f"{s}: done earlier" in out for s in ("generate", "filter"))
-    assert not any(f"{s}: done earlier" in out for s in ("mine", "export"))
+def test_hybrid_scores_are_the_default_and_the_teachers_own_are_one_option_away(first):
+    """The pipeline's mine mixes BM25 into the teacher's scores by default: the teacher's negatives,
+    rescored, reach every exported row's ``label`` (positive first), and the card recommends
+    distillation on them. ``--scores teacher`` reruns only mine and export, with the same negatives."""
+    run = first["run"]
     weight = _report(run, "mine")["scores_from"]["weight"]
     mined = {r["query"]: r for r in read_jsonl(run / "mine" / "mined.jsonl")}
-    before = {r["query"]: r for r in read_jsonl(first["run"] / "mine" / "mined.jsonl")}
-    assert {q: [n["text"] for n in r["negatives"]] for q, r in mined.items()} == {
-        q: [n["text"] for n in r["negatives"]] for q, r in before.items()}
     rows = _rows(run)
     assert rows and all(len(r["label"]) == 1 + sum(c.startswith("negative_") for c in r) for r in rows)
     for row in rows:
@@ -235,8 +228,18 @@ def test_hybrid_scores_rescore_mine_and_reach_the_exports_label(first):
     cards = [c.read_text(encoding="utf-8") for c in (run / "export").rglob("README.md")]
     assert any(f"BM25 mixed into sentence-transformers/all-MiniLM-L6-v2 at weight {weight}" in c
                and "recipe curate recommends" in c for c in cards)
-    plain = [c.read_text(encoding="utf-8") for c in (first["run"] / "export").rglob("README.md")]
-    assert not any("recipe curate recommends" in c for c in plain)  # the teacher's own cosines: no advice
+    plain = first["tmp"] / "teacher-scores"
+    shutil.copytree(run, plain)
+    proc = _pipeline(first["srv"], first["docs"], plain, "--scores", "teacher")
+    out = proc.stderr + proc.stdout
+    assert all(f"{s}: done earlier" in out for s in ("generate", "filter"))
+    assert not any(f"{s}: done earlier" in out for s in ("mine", "export"))
+    again = {r["query"]: r for r in read_jsonl(plain / "mine" / "mined.jsonl")}
+    assert {q: [n["text"] for n in r["negatives"]] for q, r in again.items()} == {
+        q: [n["text"] for n in r["negatives"]] for q, r in mined.items()}
+    assert _report(plain, "mine")["scores_from"] == {"kind": "teacher"}
+    cards = [c.read_text(encoding="utf-8") for c in (plain / "export").rglob("README.md")]
+    assert cards and not any("recipe curate recommends" in c for c in cards)  # the teacher's own cosines
 
 
 def test_another_seed_starts_generate_afresh_and_never_mixes_two_runs_records(first):
