@@ -3,12 +3,15 @@
 
     .venv/bin/python bench/teacher_scores.py                       # SciFact, the reduced CPU form
     .venv/bin/python bench/teacher_scores.py --seed 0 --arm default --arm distill-kl
+    .venv/bin/python bench/teacher_scores.py --grid scifact-zero-label-distill    # no labels
 
 Runs ``curate ablate bench/grids/scifact-distill.yaml`` as a user would (resumable: a second call
 continues where the first stopped): one mined set exported once per seed and trained with each
 loss (``train:``), the teacher's scores from the mining teacher (the bundled MiniLM, which is the
 student) or from BM25 mixed into it (``mine --scores hybrid``), against the untrained student and
-sentence-transformers' own recipe. Writes ``bench/results/teacher-scores-train-scifact.json`` and
+sentence-transformers' own recipe. ``--grid scifact-zero-label-distill``: the same losses on queries
+the bundled LLM writes for 150 SciFact passages (no label read before the evaluation). Writes
+``bench/results/teacher-scores-train-GRID.json`` and
 prints the table: NDCG@10 mean ± std per arm, with the difference to the untrained model.
 
 The CPU form: 40 steps of 16 rows, texts cut to 64 tokens while training, a seeded subset of 640
@@ -38,9 +41,10 @@ def main() -> None:
     ap.add_argument("--report-only", action="store_true", help="Gather what has finished; train nothing.")
     args = ap.parse_args()
 
-    out = Path(args.runs) / f"ablate-{args.grid}-cpu"
-    cmd = [sys.executable, "-m", "curate", "ablate", str(REPO / "bench" / "grids" / f"{args.grid}.yaml"),
-           "--out", str(out), *CPU_FORM]
+    grid = REPO / "bench" / "grids" / f"{args.grid}.yaml"
+    form = CPU_FORM if "zero-label" not in args.grid else []  # a zero-label grid's own budget is the CPU form
+    out = Path(args.runs) / (f"ablate-{args.grid}-cpu" if form else f"ablate-{args.grid}")
+    cmd = [sys.executable, "-m", "curate", "ablate", str(grid), "--out", str(out), *form]
     picked = [x for a in args.arm for x in ("--arm", a)]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if not args.report_only:
@@ -50,7 +54,7 @@ def main() -> None:
     if subprocess.run([*cmd, "--report", *picked], cwd=REPO, env=env).returncode != 0:
         sys.exit(f"curate ablate {args.grid} --report failed")
     report = json.loads((out / "ablate_report.json").read_text())
-    path = REPO / "bench" / "results" / f"teacher-scores-train-{args.grid.split('-')[0]}.json"
+    path = REPO / "bench" / "results" / f"teacher-scores-train-{args.grid}.json"
     machine = {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()}
     keep = ("title", "budget", "queries", "seeds", "best_baseline", "summary")
     path.write_text(json.dumps({"form": "cpu", "machine": machine, **{k: report.get(k) for k in keep}},
@@ -62,6 +66,9 @@ def main() -> None:
 def table(summary: list[dict]) -> str:
     lines = ["| arm | NDCG@10 | vs untrained | seeds |", "| --- | --- | --- | --- |"]
     for row in summary:
+        if row.get("mean") is None:  # an arm with no finished run yet
+            lines.append(f"| {row['arm']} | not run | | 0 |")
+            continue
         spread = f" ± {row['std']:.4f}" if len(row["values"]) > 1 else ""
         lines.append(f"| {row['arm']} | {row['mean']:.4f}{spread} | {row['vs_base']:+.4f} | {len(row['values'])} |")
     return "\n".join(lines)
