@@ -4,6 +4,7 @@
     .venv/bin/python bench/teacher_scores.py                       # SciFact, the reduced CPU form
     .venv/bin/python bench/teacher_scores.py --seed 0 --arm default --arm distill-kl
     .venv/bin/python bench/teacher_scores.py --grid scifact-zero-label-distill    # no labels
+    .venv/bin/python bench/teacher_scores.py --grid nfcorpus-distill              # NFCorpus
 
 Runs ``curate ablate bench/grids/scifact-distill.yaml`` as a user would (resumable: a second call
 continues where the first stopped): one mined set exported once per seed and trained with each

@@ -74,9 +74,10 @@ trainer.train()
 
 RECOMMENDED = """\
 With these scores (BM25 mixed into the teacher), `DistillKLDivLoss` at temperature 0.05 is the
-recipe curate recommends: it trained the bundled MiniLM better than the contrastive loss on the
-same rows, with a smaller spread between seeds (curate's docs, Benchmarks: "A stronger teacher,
-and training on its scores")."""
+recipe curate recommends for queries written from your documents: with no labels it trained the
+bundled MiniLM above its untrained self, where the contrastive loss on the same rows trained it
+below (SciFact). With labelled queries the measurements are mixed so far (curate's docs,
+Benchmarks: "A stronger teacher, and training on its scores")."""
 
 
 def usage(s: Settings, where: str) -> str:
