@@ -31,6 +31,10 @@ from curate.core.records import Negative, Positive, Record, TeacherScores
 
 MINED = "mined.jsonl"
 LEGACY_REPORT = "mine_report.json"  # report.json's name before the stage contract: a copy for one release
+HYBRID_ONE_TEACHER = ("--scores hybrid mixes BM25 with one teacher's cosine: give one --teacher and no "
+                      "--cross-encoder (its scores are a stronger teacher already)")
+
+
 def mine_config(opts: MineOptions) -> MineConfig:
     from curate.negatives.presets import load_preset_module
 
@@ -42,6 +46,8 @@ def mine_config(opts: MineOptions) -> MineConfig:
         if problem:
             flag = "-k" if f.name == "k" else f"--{f.name.replace('_', '-')}"
             raise CurateError(f"{flag} {getattr(opts, f.name)} {problem}")
+    if opts.scores == "hybrid" and (len(opts.teachers) > 1 or opts.cross_encoder):  # before any run opens
+        raise CurateError(HYBRID_ONE_TEACHER)
     if opts.positive_choice not in ("first", "teacher"):
         raise CurateError(f"--positive-choice {opts.positive_choice!r}: choose first or teacher")
     if opts.anchor not in ("lowest", "record"):
@@ -178,9 +184,8 @@ def _mine(opts: MineOptions, cfg: MineConfig, run, teachers, rescorer) -> dict[s
     models = [tc.model_id for tc in teachers]
     if len(set(models)) != len(models):
         raise CurateError("the same teacher is named twice")
-    if opts.scores == "hybrid" and (len(teachers) > 1 or opts.cross_encoder or rescorer is not None):
-        raise CurateError("--scores hybrid mixes BM25 with one teacher's cosine: give one --teacher and no "
-                          "--cross-encoder (its scores are a stronger teacher already)")
+    if opts.scores == "hybrid" and (len(teachers) > 1 or rescorer is not None):
+        raise CurateError(HYBRID_ONE_TEACHER)
     if rescorer is None and opts.cross_encoder:
         rescorer = CrossEncoderScorer(opts.cross_encoder, inp.corpus.texts)
     scorer_name = getattr(rescorer, "name", "cross-encoder") if rescorer is not None else None

@@ -178,6 +178,7 @@ def test_hybrid_scores_keep_the_teachers_picks_and_rescore_them(scifact):
     bad = run_curate("mine", "--data", str(scifact["tmp"] / "beir"), "--split", "train", "--scores", "hybrid",
                      "--cross-encoder", "some/model", "--out", str(scifact["tmp"] / "bad"))
     assert bad.returncode != 0 and "--scores hybrid" in bad.stderr and "Traceback" not in bad.stderr
+    assert not (scifact["tmp"] / "bad").exists()  # refused before any run folder opens
 
 
 def test_mined_records_keep_each_documents_title(tmp_path):
