@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 
 from curate.datasets.beir import load_beir  # noqa: E402
 from curate.evaluate.metrics import evaluate, scored_queries  # noqa: E402
-from curate.negatives.hybrid import WEIGHTS, bm25_index, hybrid_scores  # noqa: E402
+from curate.negatives.hybrid import WEIGHTS, bm25_index, hybrid_scores, lexical_share, mix  # noqa: E402
 
 SETS = {"scifact": "train", "nfcorpus": "train", "nq-utd": None}  # the split that chooses BM25's weight
 OUT = REPO / "bench" / "results" / "teachers.json"
@@ -83,11 +83,8 @@ def main() -> None:
         runs: dict[str, dict[str, list[str]]] = {"minilm": {}, "bm25": {}, "hybrid": {}}
         for i, q in enumerate(evaluated):
             dense = dvecs @ qvecs[i]
-            known = [t for t in tokens[i] if t in index.vocab_dict]
-            lexical = np.asarray(index.get_scores(known)) if known else np.zeros(len(ids))
-            share = lexical / lexical.max() if lexical.max() > 0 else lexical
-            for kind, scores in (("minilm", dense), ("bm25", lexical),
-                                 ("hybrid", (1 - chosen.weight) * dense + chosen.weight * share)):
+            share = lexical_share(index, tokens[i], len(ids))  # BM25's ranking: the same order as its scores
+            for kind, scores in (("minilm", dense), ("bm25", share), ("hybrid", mix(dense, share, chosen.weight))):
                 top = np.argsort(-scores, kind="stable")[:11]
                 runs[kind][q] = [ids[j] for j in top]
         qrels = {q: test.qrels[q] for q in evaluated}

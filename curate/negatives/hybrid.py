@@ -72,17 +72,13 @@ def hybrid_scores(texts: Sequence[str], queries: Sequence[str], qvecs: np.ndarra
     pos_parts, pick_parts = [], []
     with track(len(queries) if len(queries) > 200 else 0, "hybrid scores") as advance:
         for i, query_tokens in enumerate(tokens):
-            known = [t for t in query_tokens if t in index.vocab_dict]
-            lexical = (np.asarray(index.get_scores(known), dtype=np.float64) if known
-                       else np.zeros(len(dvecs)))  # no word of the query in the corpus: BM25 has no say
-            best = float(lexical.max()) if lexical.size else 0.0
-            share = lexical / best if best > 0 else np.zeros_like(lexical)
+            share = lexical_share(index, query_tokens, len(dvecs))
             dense = dvecs @ qvecs[i]
             own = np.asarray(list(positives[i]), dtype=np.int64)
             pool = np.unique(np.concatenate([_top(dense, CANDIDATES), _top(share, CANDIDATES), own]))
             others = pool[~np.isin(pool, own)]
             for w in WEIGHTS:
-                mixed = (1 - w) * dense + w * share
+                mixed = mix(dense, share, w)
                 above, level = mixed[others] > mixed[own[0]], mixed[others] == mixed[own[0]]
                 # a tie ranks the positive in the middle of its equals: a query BM25 knows no word of
                 # scores every document 0, and must not count as ranking its positive first
@@ -94,8 +90,22 @@ def hybrid_scores(texts: Sequence[str], queries: Sequence[str], qvecs: np.ndarra
     n = max(1, len(queries))
     mrr = {w: r / n for w, r in reciprocal.items()}
     weight = max(WEIGHTS, key=lambda w: (round(mrr[w], 9), -w))
-    mix = lambda parts: [(1 - weight) * d + weight * s for d, s in parts]  # noqa: E731
-    return Hybrid(weight=weight, mrr=mrr, positives=mix(pos_parts), picked=mix(pick_parts))
+    return Hybrid(weight=weight, mrr=mrr, positives=[mix(d, sh, weight) for d, sh in pos_parts],
+                  picked=[mix(d, sh, weight) for d, sh in pick_parts])
+
+
+def lexical_share(index, query_tokens: Sequence[str], n_docs: int) -> np.ndarray:
+    """Each document's BM25 score for the query over the query's best one (its top document gets 1);
+    all 0 when no word of the query is in the corpus (BM25 has no say)."""
+    known = [t for t in query_tokens if t in index.vocab_dict]
+    lexical = np.asarray(index.get_scores(known), dtype=np.float64) if known else np.zeros(n_docs)
+    best = float(lexical.max()) if lexical.size else 0.0
+    return lexical / best if best > 0 else np.zeros_like(lexical)
+
+
+def mix(dense: np.ndarray, share: np.ndarray, weight: float) -> np.ndarray:
+    """The hybrid score: the teacher's cosine with BM25's share at ``weight``."""
+    return (1 - weight) * dense + weight * share
 
 
 def _top(scores: np.ndarray, k: int) -> np.ndarray:

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from curate.export.formats import register_format
 from curate.export.formats.card import write_card
-from curate.export.formats.common import atomic_path, fill_negatives, split_indices
+from curate.export.formats.common import atomic_path, fill_negatives, split_indices, teacher_scores
 from curate.export.formats.parquet import shard_rows, write_shards
 from curate.export.formats.usage import Settings
 from curate.export.rows import ExportRow
@@ -144,10 +144,13 @@ def _teacher(card: dict) -> tuple[str, bool]:
 def row_labels(row: ExportRow, negs: list[str]) -> list[float] | None:
     """The teacher's scores of the row's positive and of each negative as written (``negs``: its own,
     maybe repeated to fill the row), or None when one is unknown: a borrowed negative, an unscored row."""
-    own = {t: s for t, s in zip(row.negatives, row.negative_scores) if s is not None}
-    if row.positive_score is None or len(row.negative_scores) != len(row.negatives) or any(t not in own for t in negs):
+    own = teacher_scores(row, list(row.negatives))
+    if own is None:
         return None
-    return [float(row.positive_score), *(float(own[t]) for t in negs)]
+    by_text = dict(zip(row.negatives, own[1]))
+    if any(t not in by_text for t in negs):
+        return None
+    return [own[0], *(by_text[t] for t in negs)]
 
 
 def _columns(n: int, scored: bool) -> dict[str, str]:

@@ -150,8 +150,7 @@ def run_one(grid: Grid, arm: Arm, seed: int, work: Path, qrels: Path | None, kee
         model_dir = work / "models" / f"{arm.name}-seed{seed}"
         shutil.rmtree(model_dir, ignore_errors=True)
         trained = fine_tune(grid.student, rows, grid.budget, seed, in_order, model_dir, arm.training, guide(grid, arm))
-        result["training"] = {**trained, "order": "export" if trained.pop("in_order") else "no-duplicates",
-                              **({"data_sha256": digest} if digest else {})}
+        result["training"] = {**trained, **({"data_sha256": digest} if digest else {})}
         result.update(_evaluate(grid, str(model_dir)))
         if not keep_model:
             shutil.rmtree(model_dir, ignore_errors=True)

@@ -5,8 +5,9 @@ MultipleNegativesRankingLoss (default), the two distillation losses that read th
 ``label`` column (the teacher's scores: ``margin-mse`` on the positive-minus-negative margins,
 as GPL trains, ``distill-kl`` on the teacher's softmax over each row's texts), or ``masked``,
 the contrastive loss with likely false negatives masked: GISTEmbedLoss with the teacher as its
-guide (its cached form, which takes several negatives a row), so an in-batch or hard negative the teacher scores above 95% of the positive (the
-positive-aware rule mining applies, ``margin`` 0.05 relative) is left out of the softmax.
+guide (its cached form, which takes several negatives a row), so an in-batch or hard negative
+the teacher scores above 95% of the positive (the positive-aware rule mining applies, ``margin``
+0.05 relative) is left out of the softmax.
 
 curate exports are read in file order (the sampler the export ships), so the curriculum and
 batch layout are what the student sees; baseline rows are read the way sentence-transformers
@@ -26,7 +27,6 @@ from typing import Any
 from curate.core.errors import CurateError
 from curate.core.progress import track
 from curate.flows.ablate.grid import SCORED, Budget, Training
-
 
 
 def load_student(name: str | None):
@@ -127,5 +127,6 @@ def fine_tune(student: str | None, rows, budget: Budget, seed: int, in_order: bo
             "negatives_per_row": sum(c.startswith("negative") for c in rows.column_names),
             "train_s": round(seconds, 1), "s_per_step": round(seconds / max(1, result.global_step), 2),
             "first_loss": losses[0] if losses else None, "last_loss": losses[-1] if losses else None,
-            "device": str(model.device), "loss": training.loss, "in_order": in_order,
+            "device": str(model.device), "loss": training.loss,
+            "order": "export" if in_order else "no-duplicates",
             **({"options": training.changed()} if training.changed() else {})}
