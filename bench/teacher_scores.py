@@ -5,6 +5,8 @@
     .venv/bin/python bench/teacher_scores.py --seed 0 --arm default --arm distill-kl
     .venv/bin/python bench/teacher_scores.py --grid scifact-zero-label-distill    # no labels
     .venv/bin/python bench/teacher_scores.py --grid nfcorpus-distill              # NFCorpus
+    .venv/bin/python bench/teacher_scores.py --grid nq-utd-distill                # NQ-UTD, half held out
+    .venv/bin/python bench/teacher_scores.py --grid nq-utd-zero-label-distill     # (and nfcorpus-...)
 
 Runs ``curate ablate bench/grids/scifact-distill.yaml`` as a user would (resumable: a second call
 continues where the first stopped): one mined set exported once per seed and trained with each
@@ -29,6 +31,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
 REPO = Path(__file__).resolve().parents[1]
 CPU_FORM = ["--steps", "40", "--queries", "640", "--max-seq-length", "64", "--light"]
 
@@ -43,7 +47,8 @@ def main() -> None:
     args = ap.parse_args()
 
     grid = REPO / "bench" / "grids" / f"{args.grid}.yaml"
-    form = CPU_FORM if "zero-label" not in args.grid else []  # a zero-label grid's own budget is the CPU form
+    budget = yaml.safe_load(grid.read_text())["budget"]
+    form = CPU_FORM if budget["steps"] > 40 else []  # a grid whose own budget is the CPU form runs as written
     out = Path(args.runs) / (f"ablate-{args.grid}-cpu" if form else f"ablate-{args.grid}")
     cmd = [sys.executable, "-m", "curate", "ablate", str(grid), "--out", str(out), *form]
     picked = [x for a in args.arm for x in ("--arm", a)]

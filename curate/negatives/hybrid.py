@@ -94,6 +94,23 @@ def hybrid_scores(texts: Sequence[str], queries: Sequence[str], qvecs: np.ndarra
                   picked=[mix(d, sh, weight) for d, sh in pick_parts])
 
 
+def hybrid_top_k(index, queries: Sequence[str], qvecs: np.ndarray, dvecs: np.ndarray, weight: float,
+                 depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each query's ``depth`` best documents by the hybrid score at ``weight``, best first, as
+    ``(scores, indices)``; exact: every document is scored (BM25 scores them all anyway)."""
+    import bm25s
+
+    tokens = bm25s.tokenize(list(queries), stopwords="en", return_ids=False, show_progress=False)
+    depth = min(depth, len(dvecs))
+    scores, hits = np.zeros((len(tokens), depth)), np.zeros((len(tokens), depth), dtype=np.int64)
+    for i, query_tokens in enumerate(tokens):
+        mixed = mix(dvecs @ qvecs[i], lexical_share(index, query_tokens, len(dvecs)), weight)
+        top = _top(mixed, depth)
+        top = top[np.argsort(-mixed[top], kind="stable")]
+        scores[i], hits[i] = mixed[top], top
+    return scores, hits
+
+
 def lexical_share(index, query_tokens: Sequence[str], n_docs: int) -> np.ndarray:
     """Each document's BM25 score for the query over the query's best one (its top document gets 1);
     all 0 when no word of the query is in the corpus (BM25 has no say)."""

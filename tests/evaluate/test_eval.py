@@ -259,3 +259,38 @@ def test_bad_inputs_are_one_line_errors(tmp_path):
     bad.write_text('{"version": 1, "query_ids": ["nope"], "doc_ids": []}')
     assert_one_line_error(run_curate("eval", "--data", str(SCIFACT), "--light", "--light-set", str(bad)),
                           str(bad), "not a light set")
+
+
+def test_the_hybrid_teacher_is_evaluated_from_the_same_vectors(scifact_full):
+    """``--bm25-weight``: the ranking mine's hybrid scores give (BM25 mixed into the cosine), from the
+    vectors the dense run cached; filed apart from the dense result, never over it."""
+    cache = scifact_full["cache"]
+    out = cache / "hybrid.json"
+    proc = run_curate("eval", "--data", str(SCIFACT), "--split", "test", "--bm25-weight", "0.3", "--out", str(out),
+                      env={"CURATE_CACHE_DIR": str(cache)})
+    assert proc.returncode == 0, proc.stderr
+    r = json.loads(out.read_text())
+    assert r["encoded"] == 0 and r["model"]["bm25_weight"] == 0.3  # every vector from the dense run's cache
+    assert "BM25 at 0.3" in proc.stdout
+    dense = scifact_full["report"]["metrics"]
+    # BM25 knows SciFact's vocabulary: the mix ranks its positives well above the model alone
+    assert r["metrics"]["ndcg@10"] > dense["ndcg@10"] + 0.03
+    assert r["metrics"]["recall@100"] >= dense["recall@100"]
+    results = sorted((cache / "eval" / "results").glob("scifact-test-*.json"))
+    assert len(results) == 2  # the hybrid's result beside the model's
+    # by hand: the same mix over every document, for the first queries
+    from curate.negatives.hybrid import bm25_index, lexical_share, mix
+    import bm25s
+
+    data, doc_ids, qids, docs, queries = _cached_vectors(cache)
+    index = bm25_index([data.corpus[d] for d in doc_ids])
+    tokens = bm25s.tokenize([data.queries[q] for q in qids[:20]], stopwords="en", return_ids=False,
+                            show_progress=False)
+    run = {q: [doc_ids[j] for j in np.argsort(-mix(docs @ queries[i], lexical_share(index, tokens[i], len(docs)),
+                                                   0.3), kind="stable")[:11]] for i, q in enumerate(qids[:20])}
+    by_hand = evaluate(run, {q: data.qrels[q] for q in qids[:20]})
+    proc = run_curate("eval", "--data", str(SCIFACT), "--split", "test", "--bm25-weight", "0.3", "--per-query",
+                      "--out", str(out), env={"CURATE_CACHE_DIR": str(cache)})
+    per_query = json.loads(out.read_text())["per_query"]["ndcg@10"]
+    assert [per_query[q] for q in qids[:20]] == pytest.approx([by_hand.per_query["ndcg@10"][q] for q in qids[:20]],
+                                                              abs=1e-6)

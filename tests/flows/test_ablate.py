@@ -394,13 +394,14 @@ arms:
   kl: {{mine: {{k: 2}}, export: {{negatives_per_row: all}}, train: {{loss: distill-kl}}}}
   margins: {{mine: {{k: 2}}, export: {{negatives_per_row: all}}, train: {{loss: margin-mse}}}}
   masked: {{mine: {{k: 2}}, export: {{negatives_per_row: all}}, train: {{loss: masked}}}}
+  both: {{mine: {{k: 2}}, export: {{negatives_per_row: all}}, train: {{loss: mnrl+distill-kl}}}}
 """
 
 
 def test_losses_train_on_the_exports_teacher_scores(tiny, monkeypatch):
-    """One export trained four ways: each arm trains with its own loss (the distillation ones on the
+    """One export trained five ways: each arm trains with its own loss (the distillation ones on the
     export's ``label`` column, the teacher's scores), none is taken for another's run though all
-    read the same bytes, and each model is evaluated."""
+    read the same bytes, and each model is evaluated; the combined loss is the sum of its parts."""
     import pyarrow.parquet as pq
 
     from curate.flows.ablate import arms as data
@@ -411,10 +412,14 @@ def test_losses_train_on_the_exports_teacher_scores(tiny, monkeypatch):
     report = run_ablate(AblateOptions(grid=str(grid), out=str(tiny["tmp"] / "losses-out"), say=lambda _: None))
     runs = {arm: rs[0] for arm, rs in report["runs"].items()}
     assert {a: r["training"]["loss"] for a, r in runs.items()} == {
-        "contrastive": "mnrl", "kl": "distill-kl", "margins": "margin-mse", "masked": "masked"}
+        "contrastive": "mnrl", "kl": "distill-kl", "margins": "margin-mse", "masked": "masked",
+        "both": "mnrl+distill-kl"}
     assert len({r["training"]["data_sha256"] for r in runs.values()}) == 1  # one export
-    assert not any("same_data_as" in r for r in runs.values())  # ... trained four times
-    assert len({r["training"]["first_loss"] for r in runs.values()}) == 4
+    assert not any("same_data_as" in r for r in runs.values())  # ... trained five times
+    first = {a: r["training"]["first_loss"] for a, r in runs.items()}
+    assert len(set(first.values())) == 5
+    # the same seed, rows and first forward pass: the combined loss starts at the sum of the two
+    assert first["both"] == pytest.approx(first["contrastive"] + first["kl"], abs=2e-3)
     assert all(r["training"]["steps"] == 2 and r["metrics"]["ndcg@10"] > 0 for r in runs.values())
     # the rows they read carry the teacher's scores, the positive's first, one per text
     work = Path(report["work"])

@@ -90,7 +90,7 @@ class Budget:
     warmup_ratio: float = field(default=0.1, metadata={"min": 0.0, "max": 1.0})
 
 
-SCORED = ("margin-mse", "distill-kl")  # losses that read the teacher's scores (the ``label`` column)
+SCORED = ("margin-mse", "distill-kl", "mnrl+distill-kl")  # losses that read the teacher's scores (the ``label`` column)
 
 
 @dataclass
@@ -99,10 +99,10 @@ class Training:
     is read. Only the keys that differ from these defaults name the arm's runs, so arms written
     before it existed keep their results."""
 
-    loss: Literal["mnrl", "margin-mse", "distill-kl", "masked"] = "mnrl"
+    loss: Literal["mnrl", "margin-mse", "distill-kl", "mnrl+distill-kl", "masked"] = "mnrl"
     # None: the export's file order for curate arms, shuffled no-duplicates batches for st arms
     order: Literal["export", "no-duplicates"] | None = None
-    # distill-kl and masked: the softmax temperature on cosines (0.05 is MNRL's scale of 20)
+    # distill-kl (alone or beside mnrl) and masked: the softmax temperature on cosines (0.05 is MNRL's scale of 20)
     temperature: float = field(default=0.05, metadata={"min": 0.0, "min_open": True})
     # masked: a candidate the teacher scores above (1 - margin) x the positive's score is masked
     margin: float = field(default=0.05, metadata={"min": 0.0, "max": 1.0})

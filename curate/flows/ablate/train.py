@@ -3,7 +3,9 @@
 The loss is the arm's ``train: {loss: ...}`` (``Training``): the contrastive
 MultipleNegativesRankingLoss (default), the two distillation losses that read the export's
 ``label`` column (the teacher's scores: ``margin-mse`` on the positive-minus-negative margins,
-as GPL trains, ``distill-kl`` on the teacher's softmax over each row's texts), or ``masked``,
+as GPL trains, ``distill-kl`` on the teacher's softmax over each row's texts), their sum
+``mnrl+distill-kl`` (the row's texts ranked as the teacher ranks them, and every other row's
+texts still in the softmax as negatives, which distillation alone never sees), or ``masked``,
 the contrastive loss with likely false negatives masked: GISTEmbedLoss with the teacher as its
 guide (its cached form, which takes several negatives a row), so an in-batch or hard negative
 the teacher scores above 95% of the positive (the positive-aware rule mining applies, ``margin``
@@ -66,6 +68,10 @@ def make_loss(model, training: Training, rows, guide: str | None, batch_size: in
         return losses.MarginMSELoss(model)
     if training.loss == "distill-kl":
         return losses.DistillKLDivLoss(model, temperature=training.temperature)
+    if training.loss == "mnrl+distill-kl":
+        from curate.export.contrast_distill import ContrastAndDistill  # the loss the export ships
+
+        return ContrastAndDistill(model, temperature=training.temperature)
     if training.loss == "masked":
         # the cached form takes any number of negatives a row; one mini-batch a batch, so it computes what
         # the plain form would; no anchor-anchor or positive-positive terms, so only the masking differs
