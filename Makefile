@@ -26,6 +26,7 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(BIN)/curate pipeline data/demo --out runs/demo -n 12
 	@echo "funnel: runs/demo/pipeline.json   training data: runs/demo/export   each stage: runs/demo/<stage>/"
+	@echo "the curate command lives in .venv: run 'source $(BIN)/activate' to type 'curate ...' as the docs do"
 
 # The suite includes the vLLM integration test (tests/llm/test_vllm.py), so vLLM's CPU build is set up
 # too; CURATE_REQUIRE_VLLM makes that test fail, not skip, if it cannot find vLLM.

@@ -65,3 +65,24 @@ def test_readme_relative_links_exist():
     assert relative, "README.md links to no file; it should lead into docs/"
     missing = sorted({path for path in relative if not (ROOT / path).exists()})
     assert not missing, f"README.md links to files that do not exist: {missing}"
+
+
+def test_the_readme_leads_to_every_page_of_the_manual():
+    """The README's list of the docs names every page of docs/ (a new page is found from the entrance)."""
+    linked = {unquote(urlsplit(t).path) for t in INLINE_LINK.findall(_without_code(_readme()))}
+    pages = {str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md")
+             if "examples" not in p.parts and p.name != "index.md"}
+    missing = sorted(pages - linked)
+    assert not missing, f"README.md's Documentation list leaves out: {missing}"
+
+
+def test_the_docs_say_how_curate_gets_on_the_path_before_they_type_it():
+    """``make`` installs ``curate`` into .venv, which is not on a newcomer's PATH: the README and the
+    getting-started page say to activate it before their first bare ``curate`` command, and so
+    does the demo's last line."""
+    for page in (README, ROOT / "docs" / "getting-started.md"):
+        text = page.read_text(encoding="utf-8")
+        bare = min(block.start() for block in FENCE.finditer(text) if re.search(r"^curate ", block.group(2), re.M))
+        assert "source .venv/bin/activate" in text[:bare], f"{page.name}: `curate` typed before .venv is activated"
+    demo = (ROOT / "Makefile").read_text().split("\ndemo:", 1)[1].split("\n\n", 1)[0]
+    assert "activate" in demo

@@ -35,7 +35,11 @@ from curate.core.errors import CurateError
 def cli() -> None:
     """Turn LLMs and real retrieval datasets into training data for text-embedding models.
 
-    Stages: brainstorm/generate (LLM triplets with graded negatives), filter, mine, export.
+    \b
+    Start here:  curate pipeline DOCS --out RUN   (your documents in, training data out)
+    Then:        curate report RUN                (one HTML page: funnel, charts, records)
+    Stages one by one: brainstorm/generate, filter, mine, export; convert, eval, ablate, serve.
+    Docs: docs/index.md in the source, or `curate COMMAND --help`.
     """
 
 

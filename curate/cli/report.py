@@ -12,7 +12,7 @@ from curate.cli.options import Command, from_options, options_from
 def report(**kw) -> None:
     """Write RUN/report.html: the funnel, time and cost, score charts and a record browser.
 
-    RUN is a pipeline run, one stage's folder (generate, filter, mine, export) or an ablate run.
+    RUN is a pipeline run, one stage's folder (generate, filter, mine, convert, export) or an ablate run.
     The page opens from disk in any browser; nothing is fetched from a network.
     """
     from curate.report.main import ReportOptions, run_report

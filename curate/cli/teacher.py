@@ -35,12 +35,13 @@ class TeacherServers:
     # its own name: an option named like --base-url's field would be handed --base-url's values
     teacher_base_urls: tuple[str, ...] = field(default=(), metadata={
         "flag": "--teacher-base-url", "metavar": "URL", "callback": _remember, "expose": False,
-        "help": "Server of a --teacher openai:MODEL (its /v1 URL; repeat to spread the requests). The key: "
+        "help": "Server of a served model named openai:MODEL (a --teacher, eval's --model, a grid's teacher or "
+                "student): its /v1 URL; repeat to spread the requests. The key: "
                 "$CURATE_TEACHER_API_KEY or $OPENAI_API_KEY."})
     teacher_timeout: float | None = field(default=None, metadata={
         "flag": "--teacher-timeout", "metavar": "SECONDS", "min": 0, "min_open": True, "max": 86400,
         "callback": _remember_timeout, "expose": False,
-        "help": "Seconds a request to a --teacher openai:MODEL may wait for its answer (default 60). It is tried "
+        "help": "Seconds a request to a served openai:MODEL may wait for its answer (default 60). It is tried "
                 "up to 7 times; a server that answers nothing stops the run after 3 times SECONDS."})
 
 

@@ -16,7 +16,7 @@ from curate.core.errors import CurateError
 from curate.core.executor import Executor
 from curate.core.runner import open_run
 from curate.filter.base import FilterContext
-from curate.filter.recipe import load_recipe
+from curate.filter.recipe import load_recipe, shipped_recipes
 from curate.core.stage import REPORT, Stage
 from curate.filter.run import FILTERED, LEGACY_REPORT, REJECTED, run_steps, write_outputs
 from curate.llm.options import LLMOptions
@@ -64,7 +64,7 @@ class FilterOptions:
     out: str = field(metadata={"path": "dir",
                                "help": "Folder for filtered.jsonl, rejected.jsonl, filter_report.json and plots."})
     recipe: str = field(default="default", metadata={  # a shipped recipe name or a recipe YAML file
-        "help": "A shipped recipe name (default, strict) or a recipe YAML file."})
+        "help": f"A shipped recipe ({', '.join(shipped_recipes())}) or a recipe YAML file."})
     teacher: str | None = field(default=None, metadata={  # overrides the recipe's teacher model
         "help": "Teacher embedding model (sentence-transformers name or path, or openai:MODEL served at "
                 "--teacher-base-url); default: the recipe's, else the bundled all-MiniLM-L6-v2."})

@@ -50,6 +50,11 @@ class Recipe:
     price_per_1k_tokens: float | None = None
 
 
+def shipped_recipes() -> list[str]:
+    """The names of the recipes that ship in ``filters/``, for help texts and errors."""
+    return sorted(q.stem for q in resource_dir("filters").glob("*.yaml"))
+
+
 def find_recipe(name_or_path: str) -> Path:
     p = Path(name_or_path)
     if p.suffix in (".yaml", ".yml"):
@@ -62,7 +67,7 @@ def find_recipe(name_or_path: str) -> Path:
     cand = resource_dir("filters") / f"{name_or_path}.yaml"
     if cand.exists():
         return cand
-    known = ", ".join(sorted(q.stem for q in resource_dir("filters").glob("*.yaml")))
+    known = ", ".join(shipped_recipes())
     raise CurateError(f"unknown recipe {name_or_path!r} (shipped: {known})")
 
 

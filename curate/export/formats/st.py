@@ -10,7 +10,8 @@ a score for each text it carries (a negative borrowed from another row has none)
 take a missing target, and one schema serves every split. Every split has the same ``n`` (the
 most negatives any row has) because a loss needs a full column for every row; shorter rows are
 filled as ``common.fill_negatives`` explains (a row repeating its own negatives repeats their
-scores too). The sampler that keeps file order is copied in beside the data.
+scores too). The sampler that keeps file order is copied in beside the data, and with scores the
+loss that sums the contrastive and the distillation loss (``curate.export.contrast_distill``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from curate.export.rows import ExportRow
 SAMPLER_FILE = "sequential_sampler.py"
 # Read as text, not imported: importing it would load torch for every export.
 SAMPLER_SOURCE = Path(__file__).resolve().parents[1] / "sampler.py"
+LOSS_FILE = "contrast_distill.py"
+LOSS_SOURCE = Path(__file__).resolve().parents[1] / "contrast_distill.py"
 
 USAGE = f"""\
 The trainer shuffles by default; pass the sampler shipped here (`{SAMPLER_FILE}`, also
@@ -57,35 +60,40 @@ batch_sampler=SequentialBatchSampler)`. The texts already carry their instructio
 DISTIL"""
 
 
-DISTIL = """\
+DISTIL = f"""\
 The `label` column holds the teacher's scores (TEACHER): the positive's, then each negative's,
-in column order. To learn from them rather than from the labels alone, train the same dataset
-with one of sentence-transformers' distillation losses:
+in column order. To learn from them as well as from the labels, train the same dataset with the
+loss shipped here (`{LOSS_FILE}`, also `curate.export.contrast_distill`), the contrastive loss
+plus sentence-transformers' `DistillKLDivLoss`; or with a distillation loss alone:
 
 ```python
 from sentence_transformers.losses import DistillKLDivLoss, MarginMSELoss
+from contrast_distill import ContrastAndDistill
 
-loss = DistillKLDivLoss(model, temperature=0.05)  # match the teacher's softmax over each row's texts
-# or: loss = MarginMSELoss(model)                 # match its margins, positive minus each negative
+loss = ContrastAndDistill(model, temperature=0.05)  # every text of the batch, and the teacher's softmax per row
+# or: loss = DistillKLDivLoss(model, temperature=0.05)  # the teacher's softmax over each row's texts alone
+# or: loss = MarginMSELoss(model)  # the teacher's margins, positive minus each negative
 trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=ds["train"], loss=loss)
 trainer.train()
 ```"""
 
 
 RECOMMENDED = """\
-With these scores (BM25 mixed into the teacher), `DistillKLDivLoss` at temperature 0.05 is the
-recipe curate recommends for queries written from your documents: with no labels it trained the
-bundled MiniLM above its untrained self, where the contrastive loss on the same rows trained it
-below (SciFact). With labelled queries the measurements are mixed so far (curate's docs,
-Benchmarks: "A stronger teacher, and training on its scores")."""
+With these scores (BM25 mixed into the teacher), measured on the bundled MiniLM (curate's docs,
+Benchmarks: "A stronger teacher, and training on its scores"):
+- `DistillKLDivLoss` at temperature 0.05, alone, is the recipe curate recommends for queries an LLM
+  wrote from your documents (`curate pipeline`): with no labels it trained the student above its
+  untrained self, where the contrastive loss, alone or added to it, trained it below.
+- For labelled queries, `ContrastAndDistill`: it kept or beat the contrastive loss alone on the
+  labelled sets measured, where distillation alone fell below it."""
 
 
 def usage(s: Settings, where: str) -> str:
     return (f"**sentence-transformers** (`{where}`): the card there has the "
             f"code; `MultipleNegativesRankingLoss`, batch size {s.batch_size}, its sampler keeping the "
             f"file order, `max_seq_length = {max(s.query_max_len, s.passage_max_len)}`"
-            + ("; or, on the teacher's scores in its `label` column, `DistillKLDivLoss` (temperature 0.05)."
-               if s.scored else "."))
+            + ("; or, on the teacher's scores in its `label` column, `DistillKLDivLoss` (temperature 0.05) "
+               "or the shipped `ContrastAndDistill` (both losses)." if s.scored else "."))
 
 
 @register_format("sentence-transformers", usage, order=1)
@@ -118,10 +126,11 @@ def write_st(rows: list[ExportRow], out_dir: Path, card: dict) -> list[Path]:
                      f"{sum(lab is None for lab in labels)} row(s) lack a teacher score for a text they carry")
                      + ", so these files train with a contrastive loss only.")
     readme = write_card(out_dir, card, files, tables, _columns(n, scored), usage, notes)
-    shipped = out_dir / SAMPLER_FILE
-    with atomic_path(shipped) as tmp:
-        tmp.write_text(SAMPLER_SOURCE.read_text(encoding="utf-8"), encoding="utf-8")
-    return [out_dir / p for paths in files.values() for p in paths] + [readme, shipped]
+    shipped = [(out_dir / SAMPLER_FILE, SAMPLER_SOURCE)] + ([(out_dir / LOSS_FILE, LOSS_SOURCE)] if scored else [])
+    for path, source in shipped:
+        with atomic_path(path) as tmp:
+            tmp.write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
+    return [out_dir / p for paths in files.values() for p in paths] + [readme] + [path for path, _ in shipped]
 
 
 def _teacher(card: dict) -> tuple[str, bool]:
