@@ -295,15 +295,28 @@ def _drop_row(d: dict[str, Any], rec: dict[str, Any] | None, stage: str) -> dict
 # ----------------------------------------------------------------------------- charts
 
 
-def _histogram(values: list[float], bins: int = 20) -> list[dict[str, Any]]:
+def _histogram(values: list[float], span: tuple[float, float], bins: int = 20) -> list[dict[str, Any]]:
+    """Counts over ``bins`` equal bins of ``span`` (shared by every series of a chart, so one axis
+    reads for all of them); each bin has its edges."""
     if not values:
         return []
-    lo, hi = min(values), max(values)
+    lo, hi = span
     width = (hi - lo) / bins or 1.0
     counts = [0] * bins
     for v in values:
-        counts[min(int((v - lo) / width), bins - 1)] += 1
-    return [{"label": f"{lo + i * width:.3g}", "count": c} for i, c in enumerate(counts)]
+        counts[min(max(int((v - lo) / width), 0), bins - 1)] += 1
+    edges = [lo + i * width for i in range(bins)] + [hi]
+    return [{"label": f"{edges[i]:.3g}", "lo": edges[i], "hi": edges[i + 1], "count": c} for i, c in enumerate(counts)]
+
+
+def _score_chart(title: str, note: str, series: dict[str, list[float]], bins: int = 20) -> dict[str, Any]:
+    """A histogram chart whose series share one range, drawn on one axis from its low to its high end."""
+    every = [v for values in series.values() for v in values]
+    span = (min(every), max(every))
+    if span[1] == span[0]:
+        span = (span[0], span[0] + 1.0)
+    return {"title": title, "note": note, "range": list(span),
+            "series": [{"name": name, "bins": _histogram(values, span, bins)} for name, values in series.items()]}
 
 
 def _num(v: Any) -> bool:
@@ -328,19 +341,16 @@ def _charts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     judge.setdefault(f"{check} {key}", []).append(float(value))
     charts = []
     if positive or negative:
-        charts.append({"title": "teacher scores", "note": "cosine of the query to its positive and to each negative",
-                       "series": [{"name": "positive", "bins": _histogram(positive)},
-                                  {"name": "negatives", "bins": _histogram(negative)}]})
+        charts.append(_score_chart("teacher scores", "the teacher's score of each query's positive and of each negative",
+                                   {"positive": positive, "negatives": negative}))
     if margins:
-        charts.append({"title": "margins", "note": "positive score minus the best negative's",
-                       "series": [{"name": "margin", "bins": _histogram(margins)}]})
+        charts.append(_score_chart("margins", "positive score minus the best negative's", {"margin": margins}))
     if ranks:
         bins = [{"label": label, "count": sum(lo <= x <= hi for x in ranks)} for label, lo, hi in RANK_BUCKETS]
-        charts.append({"title": "positive ranks (round trip)", "note": "where the teacher ranks each query's own passage",
+        charts.append({"title": "positive ranks", "note": "where the teacher ranks each query's own passage",
                        "series": [{"name": "rank", "bins": bins}]})
     for name, values in sorted(judge.items()):
-        charts.append({"title": f"judge: {name}", "note": "the LLM judge's scores",
-                       "series": [{"name": name, "bins": _histogram(values, 10)}]})
+        charts.append(_score_chart(f"judge: {name}", "the LLM judge's scores", {name: values}, bins=10))
     per = Counter(len(r["negatives"]) for r in kept)
     if per:
         charts.append({"title": "negatives per record", "note": "kept records",

@@ -50,7 +50,7 @@ def test_a_pipeline_runs_page_holds_its_funnel_records_and_drops(demo):
     assert costs["generate"]["prompt"] == gen["tokens"]["prompt"]
     assert costs["filter"]["seconds"] == json.loads((out / "filter" / "run.json").read_text())["seconds"]
     titles = {c["title"] for c in data["charts"]}
-    assert {"teacher scores", "margins", "positive ranks (round trip)"} <= titles
+    assert {"teacher scores", "margins", "positive ranks"} <= titles
     assert data["export"]["splits"] == {"train": funnel["export"]["formats"]["sentence-transformers"]["train"],
                                         "dev": funnel["export"]["formats"]["sentence-transformers"]["dev"]}
 
@@ -120,10 +120,31 @@ def test_judge_scores_and_ranks_are_charted():
     rows = [row("kept", 1, {"query_quality": {"clarity": 4, "specificity": 2}}), row("kept", 3, {"query_quality": "error"}),
             row("dropped")]
     charts = {c["title"]: c for c in _charts(rows)}
-    ranks = {b["label"]: b["count"] for b in charts["positive ranks (round trip)"]["series"][0]["bins"]}
+    ranks = {b["label"]: b["count"] for b in charts["positive ranks"]["series"][0]["bins"]}
     assert ranks == {"1": 1, "2-3": 1, "4-10": 0, "11-100": 1, ">100": 0}  # the drop's rank counts too
     clarity = charts["judge: query_quality clarity"]["series"][0]["bins"]
     assert sum(b["count"] for b in clarity) == 1 and "judge: query_quality specificity" in charts
+
+
+def test_the_score_charts_series_share_one_axis():
+    """Positives and negatives are binned over one range (the report drew positives 0.57-0.86 and
+    negatives 0.00-0.34 over ranges of their own, on one axis, so they looked overlapping)."""
+    rows = [{"status": "kept", "teacher": {"positive": p, "margin": None, "positive_rank": None}, "judges": None,
+             "detail": None, "negatives": [{"teacher_score": n} for n in negs]}
+            for p, negs in ((0.574, [-0.003, 0.2]), (0.857, [0.337, 0.1]), (0.7, [0.05]))]
+    from curate.report.collect import _charts
+
+    chart = {c["title"]: c for c in _charts(rows)}["teacher scores"]
+    assert chart["range"] == [-0.003, 0.857]
+    positive, negative = (s["bins"] for s in chart["series"])
+    assert [(b["lo"], b["hi"]) for b in positive] == [(b["lo"], b["hi"]) for b in negative]
+    assert positive[0]["lo"] == -0.003 and positive[-1]["hi"] == pytest.approx(0.857)
+    assert sum(b["count"] for b in positive) == 3 and sum(b["count"] for b in negative) == 5
+    # every positive lies in a bin above every negative's: separated scores are drawn apart
+    last_negative = max(i for i, b in enumerate(negative) if b["count"])
+    assert min(i for i, b in enumerate(positive) if b["count"]) > last_negative
+    for b in positive + negative:
+        assert b["count"] == 0 or any(b["lo"] <= v <= b["hi"] for v in (0.574, 0.857, 0.7, -0.003, 0.2, 0.337, 0.1, 0.05))
 
 
 def _png(path: Path) -> None:

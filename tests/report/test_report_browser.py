@@ -135,6 +135,21 @@ def test_the_demo_runs_report_opens_in_chromium_and_shows_the_run(demo, browser)
     # the charts drew their bars, and the page logged no error
     charts = browser.find_elements(By.CSS_SELECTOR, "#charts .chart svg")
     assert charts and all(c.find_elements(By.CSS_SELECTOR, "rect") for c in charts)
+    # the teacher-score chart draws both series on one axis: a bar sits where its scores are, so the
+    # bar of any score above another's is drawn to its right, whichever series each belongs to
+    scores = browser.find_element(By.CSS_SELECTOR, "#charts svg[aria-label='teacher scores']")
+    bars = [{"series": r.get_attribute("data-series"), "x": float(r.get_attribute("x")),
+             "lo": float(r.get_attribute("data-lo")), "hi": float(r.get_attribute("data-hi"))}
+            for r in scores.find_elements(By.CSS_SELECTOR, "rect") if int(r.get_attribute("data-count"))]
+    positives = [r["teacher"]["positive"] for r in kept]
+    negatives = [n["teacher_score"] for r in kept for n in r["negatives"]]
+    for series, values in (("positive", positives), ("negatives", negatives)):
+        drawn = [b for b in bars if b["series"] == series]
+        assert all(any(b["lo"] - 1e-9 <= v <= b["hi"] + 1e-9 for b in drawn) for v in values), series
+    assert all(a["x"] < b["x"] for a in bars for b in bars if a["hi"] <= b["lo"] and a is not b)
+    ends = [t.text for t in scores.find_elements(By.CSS_SELECTOR, "text")]
+    low, high = min(positives + negatives), max(positives + negatives)
+    assert any(abs(float(t) - low) < 0.01 for t in ends[:1]) and abs(float(ends[1]) - high) < 0.01
     errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
     assert errors == []
 

@@ -24,6 +24,10 @@
     Object.keys(attrs).forEach(function (k) { node.setAttribute(k, attrs[k]); });
     return node;
   }
+  function fmt(v) {  // three significant digits, trailing zeros of a fraction dropped
+    var t = Number(v).toPrecision(3);
+    return t.indexOf("e") < 0 && t.indexOf(".") >= 0 ? t.replace(/0+$/, "").replace(/\.$/, "") : t;
+  }
   function drawChart(chart) {
     var box = el("div", "chart");
     box.appendChild(el("h3", null, chart.title));
@@ -33,23 +37,29 @@
     var series = chart.series.filter(function (s) { return s.bins.length; });
     var max = 1;
     series.forEach(function (s) { s.bins.forEach(function (b) { max = Math.max(max, b.count); }); });
+    // every series of a chart has the same bins (one shared range), so bin i of each sits in slot i
     series.forEach(function (s, si) {
       var n = s.bins.length, slot = (W - 2 * pad) / n, bw = Math.max(1, slot / series.length - 1);
       s.bins.forEach(function (b, i) {
         var h = (H - 2 * pad) * b.count / max;
-        var rect = svg("rect", { x: pad + i * slot + si * bw, y: H - pad - h, width: bw, height: h, fill: COLORS[si % COLORS.length] });
+        var rect = svg("rect", { x: pad + i * slot + si * bw, y: H - pad - h, width: bw, height: h, fill: COLORS[si % COLORS.length],
+                                 "data-series": s.name, "data-count": b.count });
+        if (b.lo !== undefined) { rect.setAttribute("data-lo", b.lo); rect.setAttribute("data-hi", b.hi); }
         var tip = svg("title", {});
-        tip.textContent = s.name + " " + b.label + ": " + b.count;
+        tip.textContent = s.name + " " + (b.lo !== undefined ? fmt(b.lo) + " to " + fmt(b.hi) : b.label) + ": " + b.count;
         rect.appendChild(tip);
         plot.appendChild(rect);
       });
       if (si === 0) {
         plot.appendChild(svg("line", { x1: pad, y1: H - pad, x2: W - pad, y2: H - pad, stroke: "#999" }));
-        [0, n - 1].forEach(function (i) {
-          var t = svg("text", { x: pad + i * slot, y: H - 4, "font-size": 9, fill: "#555" });
-          t.textContent = s.bins[i].label;
-          plot.appendChild(t);
-        });
+        // the axis ends: a score chart's range (its low and high end), else the first and last bin's label
+        var ends = chart.range ? [fmt(chart.range[0]), fmt(chart.range[1])] : [s.bins[0].label, s.bins[n - 1].label];
+        [[pad, "start", ends[0]], [chart.range ? W - pad : pad + (n - 1) * slot, chart.range ? "end" : "start", ends[1]]]
+          .forEach(function (end) {
+            var t = svg("text", { x: end[0], y: H - 4, "font-size": 9, fill: "#555", "text-anchor": end[1] });
+            t.textContent = end[2];
+            plot.appendChild(t);
+          });
         var top = svg("text", { x: 2, y: pad - 4, "font-size": 9, fill: "#555" });
         top.textContent = String(max);
         plot.appendChild(top);
