@@ -288,8 +288,9 @@ def summary_lines(audit: dict[str, Any], most: int = 3) -> list[str]:
     rows = audit.get("comparisons") or []
     skipped = len(audit.get("skipped") or [])
     if not rows:
-        return [f"  audit: no comparison had enough texts ({skipped} skipped)" if skipped
-                else "  audit: nothing to compare"]
+        return [f"  audit: too few texts to test for shortcuts ({skipped} comparison{'' if skipped == 1 else 's'} "
+                "skipped; the audit asks whether a model tells positives from negatives without the query)"
+                if skipped else "  audit: nothing to compare"]
     top = max(rows, key=lambda r: _best(r)[0])
     auc, view, _ = _best(top)
     lines = [f"  audit: {len(rows)} comparisons{f' ({skipped} skipped: too few texts)' if skipped else ''}, "

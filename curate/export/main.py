@@ -307,18 +307,22 @@ def summary(report: dict[str, Any], out: Path) -> list[str]:
     lines = []
     c = report["counts"]
     phases = ", ".join(f"{k}: {v}" for k, v in c["phase"].items())
-    lines.append(f"export ({report['curriculum']['arm']}): {c.get('train', 0)} train rows in "
-                  f"{c['batches']['train']} batches{f' (phases {phases})' if phases else ''}, "
-                  f"{c.get('dev', 0)} dev rows ({report['split']['mode']})")
+    arm = report["curriculum"]["arm"]
+    batches = c["batches"]["train"]
+    lines.append(f"export: {c.get('train', 0)} train rows in {batches} batch{'' if batches == 1 else 'es'} "
+                 f"({'no curriculum' if arm in (None, 'none') else f'curriculum {arm}'}"
+                 f"{f'; phases {phases}' if phases else ''}), "
+                 f"{c.get('dev', 0)} dev row{'' if c.get('dev', 0) == 1 else 's'} (split {report['split']['mode'].replace('by-', 'by ')})")
     auto = report.get("negatives_per_row")
     if auto:
         share = auto[f"positive_in_teacher_top_{AGREEMENT_TOP}"]
-        why = (f"{share:.0%} of {auto['records_ranked']} labelled positives in the teacher's top {AGREEMENT_TOP}, "
-               f"at least {auto['share_low_95']:.0%} at 95%; every one needs more than {auto['threshold']:.0%}"
+        why = (f"the teacher ranks {share:.0%} of {auto['records_ranked']} positives in its top {AGREEMENT_TOP}, "
+               f"surely at least {auto['share_low_95']:.0%} (95% confidence); keeping every negative needs more "
+               f"than {auto['threshold']:.0%}"
                if share is not None else
                f"relabelled: every negative of {auto['records_relabelled']} records judged not relevant"
                if auto.get("records_relabelled") else "no record has a teacher rank")
-        lines.append(f"  negatives a row: {auto['chose']} (auto: {why})")
+        lines.append(f"  negatives a row: {auto['chose']}, chosen by auto: {why}")
     if report.get("audit"):
         from curate.audit import summary_lines
 

