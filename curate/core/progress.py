@@ -133,17 +133,63 @@ def quiet_bars(quiet: bool = True) -> None:
     _bars["quiet"] = quiet
 
 
+PLAIN_EVERY_ENV = "CURATE_PROGRESS_SECONDS"  # how often a plain progress line is written (default 30)
+
+
 @contextmanager
 def track(total: int, description: str, quiet: bool | None = None) -> Iterator[Callable[[int], None]]:
     """One bar with an ETA for a long piece of work (encoding, searching, judging, training);
-    yields ``advance(n=1)``. Callers open it only for work big enough to matter. No bar, and an
-    advance that does nothing, when ``quiet`` (default: ``quiet_bars``), when ``total`` is 0, or
-    when stderr is not a terminal: a log or a test reads the summaries, not a bar's redraws."""
+    yields ``advance(n=1)``. Callers open it only for work big enough to matter. Nothing when
+    ``quiet`` (default: ``quiet_bars``) or when ``total`` is 0. When stderr is not a terminal (a
+    log file, CI, a background job) a bar's redraws would be lost, so a plain line with the count
+    and the ETA is written instead every ``$CURATE_PROGRESS_SECONDS`` (30) seconds of work."""
     quiet = _bars["quiet"] if quiet is None else quiet
-    if quiet or total <= 0 or not console.is_terminal:
+    if quiet or total <= 0:
         yield lambda n=1: None
+        return
+    if not console.is_terminal:
+        with _plain_lines(total, description) as advance:
+            yield advance
         return
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TimeRemainingColumn(), console=console, transient=False, refresh_per_second=2) as progress:
         task = progress.add_task(description, total=total)
         yield lambda n=1: progress.advance(task, n)
+
+
+@contextmanager
+def _plain_lines(total: int, description: str) -> Iterator[Callable[[int], None]]:
+    import os
+
+    try:
+        every = float(os.environ.get(PLAIN_EVERY_ENV) or 30)
+    except ValueError:
+        every = 30.0
+    started = time.perf_counter()
+    state = {"done": 0, "said": started}
+
+    def advance(n: int = 1) -> None:
+        state["done"] += n
+        now = time.perf_counter()
+        if now - state["said"] >= every and state["done"] < total:
+            state["said"] = now
+            console.print(plain_line(description, state["done"], total, now - started), markup=False,
+                          highlight=False, soft_wrap=True)
+
+    yield advance
+
+
+def plain_line(description: str, done: int, total: int, elapsed: float) -> str:
+    """``encoding: 120/2196 (5%), 1 min 25 s so far, about 24 min left``."""
+    left = elapsed / done * (total - done) if done else None
+    eta = f"about {_duration(left)} left" if left is not None else "no estimate yet"
+    return f"{description}: {done}/{total} ({done / total:.0%}), {_duration(elapsed)} so far, {eta}"
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
