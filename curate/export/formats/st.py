@@ -83,7 +83,8 @@ With these scores (BM25 mixed into the teacher), measured on the bundled MiniLM 
 Benchmarks: "A stronger teacher, and training on its scores"):
 - `DistillKLDivLoss` at temperature 0.05, alone, is the recipe curate recommends for queries an LLM
   wrote from your documents (`curate pipeline`): with no labels it trained the student above its
-  untrained self, where the contrastive loss, alone or added to it, trained it below.
+  untrained self on every set measured; the contrastive loss, alone or added to it, trained it
+  below on one set (and further above on another).
 - For labelled queries, `ContrastAndDistill`: it kept or beat the contrastive loss alone on the
   labelled sets measured, where distillation alone fell below it."""
 
