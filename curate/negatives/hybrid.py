@@ -59,20 +59,25 @@ def bm25_index(texts: Sequence[str]):
     return index
 
 
+def query_tokens(queries: Sequence[str]) -> list[list[str]]:
+    """The queries' words as ``lexical_share`` takes them (the index's tokenizer and stop words)."""
+    import bm25s
+
+    return bm25s.tokenize(list(queries), stopwords="en", return_ids=False, show_progress=False)
+
+
 def hybrid_scores(texts: Sequence[str], queries: Sequence[str], qvecs: np.ndarray, dvecs: np.ndarray,
                   positives: Sequence[Sequence[int]], picked: Sequence[Sequence[int]], index=None) -> Hybrid:
     """Choose ``w`` on the queries' own positives (``positives[i][0]`` is query i's record positive,
     the rest its other known positives), then score each query's positives and ``picked`` documents.
     ``qvecs``/``dvecs``: the dense teacher's normalised vectors, so a dot product is its cosine."""
-    import bm25s
-
     index = index if index is not None else bm25_index(texts)
-    tokens = bm25s.tokenize(list(queries), stopwords="en", return_ids=False, show_progress=False)
+    tokens = query_tokens(queries)
     reciprocal = {w: 0.0 for w in WEIGHTS}
     pos_parts, pick_parts = [], []
     with track(len(queries) if len(queries) > 200 else 0, "hybrid scores") as advance:
-        for i, query_tokens in enumerate(tokens):
-            share = lexical_share(index, query_tokens, len(dvecs))
+        for i, words in enumerate(tokens):
+            share = lexical_share(index, words, len(dvecs))
             dense = dvecs @ qvecs[i]
             own = np.asarray(list(positives[i]), dtype=np.int64)
             pool = np.unique(np.concatenate([_top(dense, CANDIDATES), _top(share, CANDIDATES), own]))
@@ -98,23 +103,21 @@ def hybrid_top_k(index, queries: Sequence[str], qvecs: np.ndarray, dvecs: np.nda
                  depth: int) -> tuple[np.ndarray, np.ndarray]:
     """Each query's ``depth`` best documents by the hybrid score at ``weight``, best first, as
     ``(scores, indices)``; exact: every document is scored (BM25 scores them all anyway)."""
-    import bm25s
-
-    tokens = bm25s.tokenize(list(queries), stopwords="en", return_ids=False, show_progress=False)
+    tokens = query_tokens(queries)
     depth = min(depth, len(dvecs))
     scores, hits = np.zeros((len(tokens), depth)), np.zeros((len(tokens), depth), dtype=np.int64)
-    for i, query_tokens in enumerate(tokens):
-        mixed = mix(dvecs @ qvecs[i], lexical_share(index, query_tokens, len(dvecs)), weight)
+    for i, words in enumerate(tokens):
+        mixed = mix(dvecs @ qvecs[i], lexical_share(index, words, len(dvecs)), weight)
         top = _top(mixed, depth)
         top = top[np.argsort(-mixed[top], kind="stable")]
         scores[i], hits[i] = mixed[top], top
     return scores, hits
 
 
-def lexical_share(index, query_tokens: Sequence[str], n_docs: int) -> np.ndarray:
+def lexical_share(index, words: Sequence[str], n_docs: int) -> np.ndarray:
     """Each document's BM25 score for the query over the query's best one (its top document gets 1);
     all 0 when no word of the query is in the corpus (BM25 has no say)."""
-    known = [t for t in query_tokens if t in index.vocab_dict]
+    known = [t for t in words if t in index.vocab_dict]
     lexical = np.asarray(index.get_scores(known), dtype=np.float64) if known else np.zeros(n_docs)
     best = float(lexical.max()) if lexical.size else 0.0
     return lexical / best if best > 0 else np.zeros_like(lexical)
