@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from curate.core.errors import CurateError
 from curate.core.params import field_range, range_problem
-from curate.core.stage import REPORT, Stage
+from curate.core.stage import Stage
 from curate.negatives.knobs import Ceiling
 
 KINDS = ("classification", "clustering", "sts")
 CONVERTED = "converted.jsonl"
-LEGACY_REPORT = "convert_summary.json"  # report.json's name before the stage contract: a copy for one release
 
 
 @dataclass(kw_only=True)
@@ -25,7 +24,7 @@ class ConvertOptions:
     inp: str = field(metadata={
         "flag": "--in", "path": "file",
         "help": "JSONL: {\"text\", \"label\"} lines, or {\"sentence1\", \"sentence2\", \"score\"} for sts."})
-    out: str = field(metadata={"path": "dir", "help": "Folder for converted.jsonl and convert_summary.json."})
+    out: str = field(metadata={"path": "dir", "help": "Folder for converted.jsonl, report.json and run.json."})
     teacher: str | None = field(default=None, metadata={  # "bundled" or a model: the hardest negatives by it
         "flag_value": "bundled", "metavar": "[MODEL]",
         "help": "Pick the hardest negatives with this teacher (bare --teacher: the bundled all-MiniLM-L6-v2). "
@@ -47,68 +46,76 @@ class ConvertOptions:
         "help": "sts: draw negatives from these texts (JSONL with 'text') instead of the input's sentences."})
 
 
-def run_convert(opts: ConvertOptions) -> dict[str, Any]:
-    """Convert the input and write the records; every input problem is found before any writing."""
-    from curate.core.jsonl import atomic_write_jsonl
-    from curate.core.runner import open_run
+def check(opts: ConvertOptions) -> None:
+    """Every option, before anything starts."""
+    if opts.kind not in KINDS:
+        raise CurateError(f"unknown kind {opts.kind!r} (known: {', '.join(KINDS)})")
+    if opts.teacher and opts.random_negatives:
+        raise CurateError("--teacher and --random-negatives exclude each other")
+    problem = range_problem(field_range(Ceiling, "percent"), opts.max_ratio) if opts.max_ratio is not None else None
+    if problem:
+        raise CurateError(f"--max-ratio {opts.max_ratio}: {problem} (a share of the positive's score)")
+    if opts.corpus and opts.kind != "sts":
+        raise CurateError("--corpus is for --kind sts (classification and clustering draw negatives from the examples)")
 
-    kind, in_path, out_dir, teacher_name = opts.kind, Path(opts.inp), Path(opts.out), opts.teacher
+
+def convert_stage(opts: ConvertOptions, run) -> dict[str, Any]:
+    """Convert the input into ``run``'s folder; every input problem is found before any writing."""
+    from curate.core.jsonl import atomic_write_jsonl
+
+    kind, in_path, teacher_name = opts.kind, Path(opts.inp), opts.teacher
     random_negatives, task_text, n_negatives, seed = opts.random_negatives, opts.task, opts.negatives, opts.seed
     min_score, scale_max, max_ratio = opts.min_score, opts.scale_max, opts.max_ratio
     corpus_path = Path(opts.corpus) if opts.corpus else None
-    params = {k: v for k, v in asdict(opts).items() if k not in ("inp", "out", "corpus")}
-    if kind not in KINDS:
-        raise CurateError(f"unknown kind {kind!r} (known: {', '.join(KINDS)})")
-    if teacher_name and random_negatives:
-        raise CurateError("--teacher and --random-negatives exclude each other")
-    problem = range_problem(field_range(Ceiling, "percent"), max_ratio) if max_ratio is not None else None
-    if problem:
-        raise CurateError(f"--max-ratio {max_ratio}: {problem} (a share of the positive's score)")
-    if corpus_path is not None and kind != "sts":
-        raise CurateError("--corpus is for --kind sts (classification and clustering draw negatives from the examples)")
-    with open_run("convert", out_dir, params, [in_path, corpus_path], writes=(CONVERTED, REPORT, LEGACY_REPORT)) as run:
-        started = time.monotonic()
-        stats: dict[str, Any] = {}
-        if kind == "sts":
-            from curate.convert.readers import read_sts_pairs
-            from curate.convert.sts import DEFAULT_TASK, sts_pairs_to_records
+    started = time.monotonic()
+    stats: dict[str, Any] = {}
+    if kind == "sts":
+        from curate.convert.readers import read_sts_pairs
+        from curate.convert.sts import DEFAULT_TASK, sts_pairs_to_records
 
-            pairs = read_sts_pairs(in_path, scale_max)
-            corpus = None
-            if corpus_path is not None:
-                from curate.datasets.corpus import read_corpus
+        pairs = read_sts_pairs(in_path, scale_max)
+        corpus = None
+        if corpus_path is not None:
+            from curate.datasets.corpus import read_corpus
 
-                corpus = [text for _, text in read_corpus(corpus_path)]
-            # STS negatives are mined (NV-Embed): the bundled teacher unless told otherwise
-            teacher = None if random_negatives else _teacher(teacher_name or "bundled")
-            task = task_text or DEFAULT_TASK
-            records = sts_pairs_to_records(pairs, task, min_score, scale_max, corpus, teacher, n_negatives,
-                                           seed, max_ratio, stats)
-        else:
-            from curate.convert.labeled import DEFAULT_TASKS, examples_to_triplets
-            from curate.convert.readers import read_labeled
+            corpus = [text for _, text in read_corpus(corpus_path)]
+        # STS negatives are mined (NV-Embed): the bundled teacher unless told otherwise
+        teacher = None if random_negatives else _teacher(teacher_name or "bundled")
+        task = task_text or DEFAULT_TASK
+        records = sts_pairs_to_records(pairs, task, min_score, scale_max, corpus, teacher, n_negatives,
+                                       seed, max_ratio, stats)
+    else:
+        from curate.convert.labeled import DEFAULT_TASKS, examples_to_triplets
+        from curate.convert.readers import read_labeled
 
-            texts, labels = read_labeled(in_path)
-            teacher = _teacher(teacher_name) if teacher_name else None
-            task = task_text or DEFAULT_TASKS[kind]
-            records = examples_to_triplets(texts, labels, task, n_negatives, seed, teacher, kind=kind, stats=stats)
-        if not records:
-            raise CurateError(f"{in_path}: nothing to convert ({_why(stats)})")
-        summary = {"kind": kind, "input": str(in_path), "task": task, "negatives": n_negatives, "seed": seed,
-                   "negatives_by": "teacher" if teacher is not None else "random",
-                   **({"teacher": teacher.stats()} if teacher is not None else {}),
-                   **stats, "wall_seconds": round(time.monotonic() - started, 3)}
-        atomic_write_jsonl(run.path(CONVERTED), [r.to_dict() for r in records])
-        run.write_report(summary, legacy=LEGACY_REPORT)
-        run.counts.update({"records_out": len(records)})
+        texts, labels = read_labeled(in_path)
+        teacher = _teacher(teacher_name) if teacher_name else None
+        task = task_text or DEFAULT_TASKS[kind]
+        records = examples_to_triplets(texts, labels, task, n_negatives, seed, teacher, kind=kind, stats=stats)
+    if not records:
+        raise CurateError(f"{in_path}: nothing to convert ({_why(stats)})")
+    summary = {"kind": kind, "input": str(in_path), "task": task, "negatives": n_negatives, "seed": seed,
+               "negatives_by": "teacher" if teacher is not None else "random",
+               **({"teacher": teacher.stats()} if teacher is not None else {}),
+               **stats, "wall_seconds": round(time.monotonic() - started, 3)}
+    atomic_write_jsonl(run.path(CONVERTED), [r.to_dict() for r in records])
+    run.counts.update({"records_out": len(records)})
     return summary
+
+
+def run_convert(opts: ConvertOptions) -> dict[str, Any]:
+    """Convert through the stage runner (as ``curate convert`` does, printing nothing); the report."""
+    from curate.core.stage import run_stage
+
+    return run_stage(STAGE, opts, quiet=True)[0]
 
 
 def summary(report: dict[str, Any], out: Path) -> list[str]:
     return [f"{report['kind']}: {report['records']} records in {out / CONVERTED}"]
 
 
-STAGE = Stage("convert", ConvertOptions, run_convert, reads=("inp", "corpus"), writes={"records": CONVERTED}, summary=summary)
+STAGE = Stage("convert", ConvertOptions, convert_stage, check=check, reads=("inp", "corpus"),
+              writes={"records": CONVERTED}, summary=summary)
 
 
 def _teacher(name: str):

@@ -1,8 +1,9 @@
 """The run folder every stage writes through: a lock, staged outputs swapped in together,
 ``run.json`` and ``rejected.jsonl``.
 
-A stage opens ``open_run(stage, out, params, inputs)`` and writes its files into ``run.dir``.
-What that buys, the same for every stage:
+The stage runner (``curate.core.stage.run_stage``) opens ``open_run(stage, out, params, inputs)``
+for every stage and hands the stage the ``Run``; the stage writes its files into ``run.dir``.
+No stage opens a run itself. What that buys, the same for every stage:
 
 * **One writer per folder.** ``OUT/.curate.lock`` is held (``flock``) for the whole run; a
   second run on the same ``--out`` stops at once with one line naming the holder's pid. The
@@ -15,11 +16,12 @@ What that buys, the same for every stage:
 * **Problems found before the work.** A folder that cannot be created or written, or a disk
   that is (nearly) full, is one line naming the path before any model is loaded; a disk that
   fills up while writing is the same line, with the old outputs untouched.
-* **Lineage.** ``run.json`` (stage, parameters, input hashes, counts in / kept / dropped by
+* **Lineage.** ``run.json`` (stage, the run's fingerprint, parameters, input hashes, counts in / kept / dropped by
   reason, timings, versions, outputs) and, where the stage drops anything, ``rejected.jsonl``.
 
-Stages that resume by appending (generate, brainstorm) open the run with ``staged=False``:
-they get the lock and ``run.json``, and write into ``OUT`` itself.
+Stages that resume by appending (generate) run with ``staged=False``: they get the lock and
+``run.json``, and write into ``OUT`` itself. ``folder_lock`` is the lock alone, for a step that
+writes into another stage's folder (brainstorm, into generate's ``tasks/``).
 """
 
 from __future__ import annotations
@@ -90,6 +92,7 @@ class Run:
     dir: Path  # where the stage writes its outputs (the staging folder, or ``out`` when not staged)
     params: dict[str, Any]
     inputs: list[str]
+    fingerprint: str | None = None  # the stage runner's key for this run (``curate.core.stage``)
     counts: dict[str, Any] = field(default_factory=dict)
     dropped: Counter = field(default_factory=Counter)
     timings: dict[str, float] = field(default_factory=dict)
@@ -100,13 +103,9 @@ class Run:
     def path(self, name: str) -> Path:
         return self.dir / name
 
-    def write_report(self, report: dict[str, Any], legacy: str | None = None) -> None:
-        """The stage's report as ``report.json``, the one name every stage's report has
-        (``curate.core.stage``); ``legacy``: its name before that, written as a copy for one
-        release so scripts that read it keep working."""
+    def write_report(self, report: dict[str, Any]) -> None:
+        """The stage's report as ``report.json``, the one name every stage's report has."""
         atomic_write_json(self.dir / REPORT, report)
-        if legacy:
-            atomic_write_json(self.dir / legacy, report)
 
     def reject(self, item_id: str | None, reason: str, **detail: Any) -> None:
         """Record why an item was dropped (one line of ``rejected.jsonl``; counted by reason)."""
@@ -127,7 +126,7 @@ class Run:
 @contextmanager
 def open_run(stage: str, out: str | os.PathLike, params: dict[str, Any] | None = None,
              inputs: Iterable[str | os.PathLike | None] = (), staged: bool = True,
-             writes: Iterable[str] = ()) -> Iterator[Run]:
+             writes: Iterable[str] = (), fingerprint: str | None = None) -> Iterator[Run]:
     """Lock ``out``, clear what a killed run left, and give the stage a place to write.
 
     On a clean exit the outputs are swapped in with ``run.json``; on an exception the staging
@@ -138,6 +137,7 @@ def open_run(stage: str, out: str | os.PathLike, params: dict[str, Any] | None =
     _make_dir(out)
     try:
         with _run_in(stage, out, params, inputs, staged, writes) as run:
+            run.fingerprint = fingerprint
             yield run
     except BaseException:
         if created:  # a run that failed leaves no folder it made itself
@@ -315,6 +315,7 @@ def _run_json(run: Run, outputs: list[str] | None) -> dict[str, Any]:
         run.counts.setdefault("dropped", dict(sorted(run.dropped.items())))
     return {
         "stage": run.stage,
+        **({"fingerprint": run.fingerprint} if run.fingerprint else {}),
         "started": run.started_at,
         "seconds": round(time.perf_counter() - run.started, 2),
         "params": mask_secrets(json.loads(json.dumps(run.params, default=_plain))),  # a judge's URL from a recipe too
@@ -376,6 +377,17 @@ def _check_space(out: Path) -> None:
     free = shutil.disk_usage(out).free
     if free < MIN_FREE_BYTES:
         raise CurateError(f"{out}: cannot write: no space left on the device ({free >> 10} KiB free)")
+
+
+@contextmanager
+def folder_lock(out: str | os.PathLike) -> Iterator[Path]:
+    """Hold ``out``'s lock (made if need be) for a step that writes into a stage's folder
+    without being a run of its own, so it never races that stage's run."""
+    out = Path(out)
+    _make_dir(out)
+    with _lock(out):
+        _check_space(out)
+        yield out
 
 
 @contextmanager

@@ -2,9 +2,10 @@
 
 A stage is a ``Stage``: its name, its options dataclass, which option fields name the files
 it reads, what it writes (the first name is its product, the records a next stage reads), a
-run function that does the work through its run folder (``curate.core.runner.open_run``)
-and returns its report, and how its report reads as lines. ``run_stage`` does the rest the
-same way for every stage:
+check of its options that runs before anything starts, a run function that does the work in
+the run folder it is handed (a ``curate.core.runner.Run``) and returns its report, and how its
+report reads as lines. ``run_stage`` does the rest the same way for every stage, and it is the
+one place a run folder is opened:
 
 * **one fingerprint**: the options that change the data (every field but ``out``, the input
   paths and the fields a stage marks ``{"fingerprint": False}``; a field marked ``"if-set"`` only
@@ -14,7 +15,11 @@ same way for every stage:
   is still done; content is in, so an edited input or another ``--seed`` is a new run;
 * **skips what is done** (``resume=True``): a folder whose marker holds this fingerprint and
   whose report is the one the marker names is not run again;
-* **one report name**: ``report.json`` in every stage's folder (``Run.write_report``);
+* **one run**: the folder is locked, its outputs staged and swapped in together, and its
+  ``run.json`` records this fingerprint, the options and each input's hash
+  (``curate.core.runner.open_run``, called from here only);
+* **one report name**: ``report.json`` in every stage's folder, written from what the run
+  function returns;
 * **one way of printing**: the stage's ``summary`` lines, printed here, after the run.
 
 Orchestrators (``curate pipeline``, ``curate ablate``) are lists of stages run through
@@ -33,7 +38,7 @@ from typing import Any
 from curate.core.hashing import file_digest, value_digest
 from curate.core.jsonl import atomic_write_json
 from curate.llm.redact import mask_secrets
-from curate.core.runner import REPORT, RUN_JSON, settle
+from curate.core.runner import REJECTED, REPORT, RUN_JSON, open_run, settle
 
 MARKER = ".curate-done.json"  # a ".curate" name: stages that check their folder pass it by
 STARTED = ".curate-started.json"  # an appending stage's fingerprint, written before it starts
@@ -51,9 +56,15 @@ class Stage:
 
     name: str
     options: type  # its options dataclass (each field: default, range and help in its metadata)
-    run: Callable[[Any], dict[str, Any]]  # does the work in ``opts.out``, returns the report
+    # does the work in the run folder it is handed (``run.dir``), returns the report:
+    # ``run(opts, run, **objects)``, objects being what a caller passes ``run_stage`` in Python
+    run: Callable[..., dict[str, Any]]
     reads: tuple[str, ...] = ()  # option fields holding the paths of the files it reads
-    also_reads: Callable[[Any], list[Any]] | None = None  # files found from options (a recipe by name)
+    # files found from options (a recipe by name, a task's spec and templates): part of the identity
+    also_reads: Callable[[Any], list[Any]] | None = None
+    also_writes: Callable[[Any], list[str]] | None = None  # outputs named by options (export's formats)
+    # the options checked before anything starts (the pipeline checks every stage's before its first)
+    check: Callable[[Any], None] | None = None
     # what it writes in its folder, by role: "records" (its product, what a next stage reads),
     # "drops" (why it dropped what it dropped), "corpus" (documents a next stage searches)
     writes: dict[str, str] = field(default_factory=dict)
@@ -112,13 +123,17 @@ def is_done(stage: Stage, opts: Any, key: str | None = None) -> bool:
             and marker.get("report") == file_digest(folder / REPORT))
 
 
-def run_stage(stage: Stage, opts: Any, *, resume: bool = False, quiet: bool = False) -> tuple[dict[str, Any], str]:
+def run_stage(stage: Stage, opts: Any, *, resume: bool = False, quiet: bool = False,
+              **objects: Any) -> tuple[dict[str, Any], str]:
     """Run ``stage`` with ``opts`` (``resume``: not when a run with the same fingerprint finished
-    there), print its summary unless ``quiet``; its report and whether it ran or was done earlier."""
+    there), print its summary unless ``quiet``; its report and whether it ran or was done earlier.
+    ``objects``: passed to the stage's run function (a teacher object instead of a name)."""
     from curate.core.progress import console
 
     folder = Path(opts.out)
     settle(folder)  # a killed run's swap is finished first, whatever this run then finds wrong
+    if stage.check is not None:
+        stage.check(opts)
     identity = _identity(stage, opts)  # its inputs hashed once, for the key and for what changed
     key = value_digest(identity)
     if resume and is_done(stage, opts, key):
@@ -133,20 +148,50 @@ def run_stage(stage: Stage, opts: Any, *, resume: bool = False, quiet: bool = Fa
             console.print(f"{stage.name}: {', '.join(changed)} changed since the run in {folder} began: its records "
                           "are cleared and it starts afresh (the LLM's answers stay cached)",
                           soft_wrap=True, markup=False, highlight=False)
+    writes = [*stage.writes.values(), REPORT, REJECTED, *(stage.also_writes(opts) if stage.also_writes else ())]
     try:
-        report = stage.run(opts)
+        with open_run(stage.name, folder, lineage(opts), input_paths(stage, opts), staged=not stage.appends,
+                      writes=writes, fingerprint=key) as run:
+            report = stage.run(opts, run, **objects)
+            run.write_report(report)
     except BaseException:
         if created:  # a run that fails before its work leaves no folder it made, not even its note
             _remove_if_only_notes(folder)
         raise
-    if (folder / REPORT).is_file():
-        atomic_write_json(folder / MARKER, {"stage": stage.name, "fingerprint": key,
-                                            "report": file_digest(folder / REPORT)})
+    atomic_write_json(folder / MARKER, {"stage": stage.name, "fingerprint": key,
+                                        "report": file_digest(folder / REPORT)})
     if not quiet and stage.summary is not None:
         for line in stage.summary(report, folder):
             console.print(line, soft_wrap=True) if not isinstance(line, str) else console.print(
                 line, soft_wrap=True, markup=False, highlight=False)
     return report, RAN
+
+
+def lineage(opts: Any) -> dict[str, Any]:
+    """The options a run was given, as ``run.json`` records them: every field but ``out`` (the key
+    never; a URL's secrets are masked when written)."""
+    return {f.name: _plain_all(getattr(opts, f.name)) for f in dataclasses.fields(opts)
+            if f.name not in ("out", *_SECRET_FIELDS)}
+
+
+def _plain_all(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain_all(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if f.name not in _SECRET_FIELDS}
+    return _plain(value)
+
+
+def input_paths(stage: Stage, opts: Any) -> list[str]:
+    """Every file the run reads (named by options, or found from them), for ``run.json``."""
+    found: list[Any] = [getattr(opts, name) for name in stage.reads]
+    if stage.also_reads is not None:
+        found += list(stage.also_reads(opts))
+    flat: list[str] = []
+    for value in found:
+        for v in value if isinstance(value, (list, tuple)) else (value,):
+            if v is not None and str(v) not in flat:
+                flat.append(str(v))
+    return flat
 
 
 def _start_afresh_unless_resuming(stage: Stage, opts: Any, folder: Path, key: str,

@@ -9,7 +9,6 @@ it) go to the dataset card, so the card says how the data was made.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -62,16 +61,6 @@ class Source:
                 **({"dataset": self.dataset} if self.dataset else {}), **self.reports}
 
 
-def _read_report(path: Path) -> dict[str, Any] | None:
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise CurateError(f"{path}: unreadable report: {e}") from None
-    return data if isinstance(data, dict) else None
-
-
 def _filter_summary(rep: dict[str, Any]) -> dict[str, Any]:
     return {
         "recipe": (rep.get("recipe") or {}).get("name"),
@@ -104,14 +93,13 @@ def _dataset_name(mine_report: dict[str, Any] | None, path: Path) -> str:
 
 
 def _reports_beside(path: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """The mine and filter reports of the run that wrote ``path`` (a folder from before the
-    stage contract: its old report names, read for one more release)."""
+    """The mine or filter report of the run that wrote ``path`` (its ``run.json`` names the stage)."""
     from curate.core.stage import stage_report
 
     stage, report = stage_report(path.parent)
     if report is not None and stage in ("mine", "filter"):
         return (report, None) if stage == "mine" else (None, report)
-    return _read_report(path.parent / "mine_report.json"), _read_report(path.parent / "filter_report.json")
+    return None, None
 
 
 def load_inputs(paths: list[str | Path]) -> tuple[list[Item], list[Source]]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +30,8 @@ from curate.export.levels import GAP_BINS, assign_levels
 from curate.export.rows import ExportRow
 from curate.export.splits import split_dev
 from curate.core.stage import REPORT, Stage
-from curate.core.runner import Drop, open_run
+from curate.core.runner import Drop
 
-LEGACY_REPORT = "export_report.json"  # report.json's name before the stage contract: a copy for one release
 INDEX = "README.md"  # above the formats' folders when there are several
 LONG_WRITE = 100_000  # rows from which writing several formats takes long enough for a bar
 
@@ -185,27 +184,40 @@ def check_options(opts: ExportOptions, writers: dict[str, Callable] | None = Non
 
 def _check_out(out: Path) -> None:
     """An earlier export (or an empty folder) may be written over; anything else is the user's."""
-    earlier = (out / REPORT).is_file() or (out / LEGACY_REPORT).is_file()
-    if not earlier and any(not p.name.startswith(".curate") for p in out.iterdir()):
+    if not (out / REPORT).is_file() and any(not p.name.startswith(".curate") for p in out.iterdir()):
         raise CurateError(f"{out}: exists and is not an earlier export; choose another --out")
 
 
-def run_export(opts: ExportOptions) -> dict[str, Any]:
-    """Check the options, export every format, return the report (printing nothing)."""
-    started = time.perf_counter()
-    writers = _writers()
-    curriculum, formats, instruction = _check(opts, writers)
+def check(opts: ExportOptions) -> None:
+    """Every option, before anything starts."""
+    _check(opts, _writers())
     out = Path(opts.out)
     if out.exists() and not out.is_dir():
         raise CurateError(f"{out}: exists and is not a folder; choose another --out")
-    inputs = [*opts.inputs, *(opts.decontaminate or ())]
-    writes = [REPORT, LEGACY_REPORT, *((INDEX,) if len(formats) > 1 else ()), *(formats if nested(formats) else ())]
-    with open_run("export", out, {k: v for k, v in asdict(opts).items() if k != "out"}, inputs,
-                  writes=writes) as run:
-        _check_out(out)  # after the run folder finished any swap a killed export left
-        report = _export(opts, run, {n: writers[n] for n in formats}, curriculum, instruction, started)
-        run.counts.update({k: v for k, v in report["counts"].items() if k in ("train", "dev")})
+
+
+def _outputs(opts: ExportOptions) -> list[str]:
+    """What an export writes besides its report, by the formats asked for."""
+    formats = _check(opts, _writers())[1]
+    return [*((INDEX,) if len(formats) > 1 else ()), *(formats if nested(formats) else ())]
+
+
+def export_stage(opts: ExportOptions, run) -> dict[str, Any]:
+    """Export every format into ``run``'s folder, return the report (printing nothing)."""
+    started = time.perf_counter()
+    writers = _writers()
+    curriculum, formats, instruction = _check(opts, writers)
+    _check_out(Path(opts.out))  # after the run folder finished any swap a killed export left
+    report = _export(opts, run, {n: writers[n] for n in formats}, curriculum, instruction, started)
+    run.counts.update({k: v for k, v in report["counts"].items() if k in ("train", "dev")})
     return report
+
+
+def run_export(opts: ExportOptions) -> dict[str, Any]:
+    """Export through the stage runner (as ``curate export`` does, printing nothing); the report."""
+    from curate.core.stage import run_stage
+
+    return run_stage(STAGE, opts, quiet=True)[0]
 
 
 def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: Curriculum,
@@ -263,7 +275,6 @@ def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: 
     report = _write(run.dir, writers, rows, card, started)
     if audit is not None:  # the time with the report's timings: the card stays the same for the same data
         report["timings"] = {"audit": audit_seconds}
-    run.write_report(report, legacy=LEGACY_REPORT)
     return report
 
 
@@ -361,5 +372,6 @@ def funnel_lines(e: dict[str, Any]) -> list[tuple[str, str]]:
             for name, rows in e["formats"].items()]
 
 
-STAGE = Stage("export", ExportOptions, run_export, reads=("inputs", "decontaminate"), writes={},
+STAGE = Stage("export", ExportOptions, export_stage, check=check, also_writes=_outputs,
+              reads=("inputs", "decontaminate"), writes={},
               summary=summary, funnel=funnel, funnel_lines=funnel_lines)

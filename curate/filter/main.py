@@ -14,11 +14,10 @@ from rich.table import Table
 from curate.datasets.corpus import read_corpus
 from curate.core.errors import CurateError
 from curate.core.executor import Executor
-from curate.core.runner import open_run
 from curate.filter.base import FilterContext
 from curate.filter.recipe import load_recipe, shipped_recipes
 from curate.core.stage import REPORT, Stage
-from curate.filter.run import FILTERED, LEGACY_REPORT, REJECTED, run_steps, write_outputs
+from curate.filter.run import FILTERED, REJECTED, run_steps, write_outputs
 from curate.llm.options import LLMOptions
 from curate.core.records import Record, first_of_each_id, read_records
 
@@ -62,7 +61,7 @@ def _judge_factory(base: LLMOptions, out_dir: Path):
 class FilterOptions:
     inp: str = field(metadata={"flag": "--in", "path": "file", "help": "Records to filter (JSONL)."})
     out: str = field(metadata={"path": "dir",
-                               "help": "Folder for filtered.jsonl, rejected.jsonl, filter_report.json and plots."})
+                               "help": "Folder for filtered.jsonl, rejected.jsonl, report.json, run.json and plots."})
     recipe: str = field(default="default", metadata={  # a shipped recipe name or a recipe YAML file
         "help": f"A shipped recipe ({', '.join(shipped_recipes())}) or a recipe YAML file."})
     teacher: str | None = field(default=None, metadata={  # overrides the recipe's teacher model
@@ -89,28 +88,38 @@ class FilterOptions:
     plots: bool = True  # the teacher-score plots (when a step scored the records)
 
 
-def run_filter(opts: FilterOptions) -> dict[str, Any]:
-    """Run the recipe over the records, write the outputs, return the report."""
-    in_path, out_dir, recipe_name = Path(opts.inp), Path(opts.out), opts.recipe
-    teacher, query_prompt, doc_prompt, llm_opts = opts.teacher, opts.query_prompt, opts.doc_prompt, opts.llm
-    corpus_path = Path(opts.corpus) if opts.corpus else None
-    started = time.perf_counter()
-    recipe = load_recipe(recipe_name)
-    if corpus_path is None and any(step.name == "round_trip" for step in recipe.steps):
+def check(opts: FilterOptions) -> None:
+    """The recipe loads and has what its steps need, before any step runs or any model loads."""
+    recipe = load_recipe(opts.recipe)
+    if not opts.corpus and any(step.name == "round_trip" for step in recipe.steps):
         from curate.filter.steps.round_trip import NO_CORPUS
 
-        raise CurateError(NO_CORPUS)  # before any step runs or any model loads
+        raise CurateError(NO_CORPUS)
+    if opts.teacher:
+        from curate.mine.main import _check_teachers
+
+        _check_teachers([opts.teacher])
+
+
+def filter_stage(opts: FilterOptions, run) -> dict[str, Any]:
+    """Run the recipe over the records into ``run``'s folder, return the report."""
+    in_path, out_dir = Path(opts.inp), Path(opts.out)
+    started = time.perf_counter()
+    recipe = load_recipe(opts.recipe)
     records = read_records(in_path)
     if not records:
         raise CurateError(f"{in_path}: no records")
-    params = {"recipe": recipe.name, "steps": [{"step": c.name, **c.params} for c in recipe.steps],
-              "teacher": teacher, "query_prompt": query_prompt, "doc_prompt": doc_prompt,
-              "executor": {"kind": opts.executor.kind, "shards": opts.executor.shards},
-              **({"prompts_dirs": list(opts.prompts_dirs)} if opts.prompts_dirs else {})}
-    with open_run("filter", out_dir, params, [in_path, recipe.path, corpus_path],
-                  writes=(FILTERED, REJECTED, REPORT, LEGACY_REPORT)) as run:
-        return _filter(records, in_path, out_dir, run, recipe, teacher, query_prompt, doc_prompt, corpus_path,
-                       llm_opts, started, opts.executor, opts.plots, tuple(opts.prompts_dirs))
+    run.params["steps"] = [{"step": c.name, **c.params} for c in recipe.steps]  # what the recipe resolved to
+    return _filter(records, in_path, out_dir, run, recipe, opts.teacher, opts.query_prompt, opts.doc_prompt,
+                   Path(opts.corpus) if opts.corpus else None, opts.llm, started, opts.executor, opts.plots,
+                   tuple(opts.prompts_dirs))
+
+
+def run_filter(opts: FilterOptions) -> dict[str, Any]:
+    """Filter through the stage runner (as ``curate filter`` does, printing nothing); the report."""
+    from curate.core.stage import run_stage
+
+    return run_stage(STAGE, opts, quiet=True)[0]
 
 
 def _filter(records, in_path: Path, out_dir: Path, run, recipe, teacher, query_prompt, doc_prompt, corpus_path,
@@ -148,7 +157,7 @@ def _filter(records, in_path: Path, out_dir: Path, run, recipe, teacher, query_p
         "outputs": {"filtered": FILTERED, "rejected": REJECTED},
         "wall_seconds": round(time.perf_counter() - started, 2),
     }
-    write_outputs(run, kept, ctx, report)
+    write_outputs(run, kept, ctx)
     run.counts.update({"records_in": report["records_in"], "records_kept": report["records_kept"],
                        "negatives_in": report["negatives_in"], "negatives_kept": report["negatives_kept"],
                        "dropped": {row["step"]: {**row["records_dropped"], **row["negatives_dropped"]}
@@ -263,6 +272,6 @@ def _recipe_file(opts: FilterOptions) -> list[Path]:
     return [find_recipe(opts.recipe)]  # an edited recipe file: filtered again
 
 
-STAGE = Stage("filter", FilterOptions, run_filter, reads=("inp", "corpus"), also_reads=_recipe_file,
+STAGE = Stage("filter", FilterOptions, filter_stage, check=check, reads=("inp", "corpus"), also_reads=_recipe_file,
               writes={"records": FILTERED, "drops": REJECTED}, summary=summary, funnel=funnel,
               funnel_lines=funnel_lines)

@@ -24,7 +24,6 @@ from curate.core.jsonl import atomic_write_jsonl
 from curate.core.records import Record
 
 FILTERED = "filtered.jsonl"
-LEGACY_REPORT = "filter_report.json"  # report.json's name before the stage contract: a copy for one release
 
 
 def run_steps(records: list[Record], recipe: Recipe, ctx: FilterContext,
@@ -140,12 +139,11 @@ async def _one_step(records: list[Record], cfg, ctx: FilterContext, fn) -> tuple
     }
 
 
-def write_outputs(run: Run, kept: list[Record], ctx: FilterContext, report: dict[str, Any]) -> None:
+def write_outputs(run: Run, kept: list[Record], ctx: FilterContext) -> None:
     """The kept records, every drop through the run's one drop log (an empty one when nothing
-    was dropped: the report names it), and the report."""
+    was dropped: the report names it); the runner writes the report."""
     atomic_write_jsonl(run.dir / FILTERED, (r.to_dict() for r in kept))
     for drop in ctx.rejections:
         run.drop(drop)
     if not ctx.rejections:
         atomic_write_jsonl(run.dir / REJECTED, [])
-    run.write_report(report, legacy=LEGACY_REPORT)

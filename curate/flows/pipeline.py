@@ -80,58 +80,59 @@ class PipelineOptions:
         "metavar": "ID",
         "help": "The export card's licence, a Hub id such as cc-by-4.0: the one your documents are under."})
     plots: bool = field(default=True, metadata={"help": "Write filter's and mine's plots."})
-    report: bool = field(default=True, metadata={
+    report: bool = field(default=True, metadata={  # the page is a view of the run: asking for it is the same run
+        "fingerprint": False,
         "help": "Write RUN/report.html at the end: the funnel, time and cost, charts and a record browser."})
     prompts_dirs: tuple[str, ...] = field(default=(), metadata={
         "flag": "--prompts-dir", "path": "dir",
         "help": "Extra folder of Jinja templates, searched before the shipped prompts/."})
 
 
-def run_pipeline(opts: PipelineOptions) -> dict[str, Any]:
-    """Run (or resume) every stage, then print and return the funnel."""
-    from curate.core.runner import open_run
-    from curate.datasets.documents import read_documents
-    from curate.filter.recipe import load_recipe
-
+def check(opts: PipelineOptions) -> None:
+    """Every stage's options, checked by the stage itself, before the first one starts."""
     if opts.n < 1:
         raise CurateError(f"-n must be at least 1, got {opts.n}")
-    docs = read_documents(opts.docs)  # bad input is one line here, before any folder or model
+    out, docs = Path(opts.out), Path(opts.docs)
+    text_folder = docs.is_dir() and not (docs / "corpus.jsonl").is_file()
+    if text_folder and docs.resolve() in (out.resolve(), *out.resolve().parents):
+        raise CurateError(f"--out {out} lies inside DOCS {docs}: a re-run would read its files as documents")
+    for stage, stage_opts in stages(opts, opts.llm, out):
+        if stage.check is not None:
+            stage.check(stage_opts)
+
+
+def pipeline_stage(opts: PipelineOptions, run) -> dict[str, Any]:
+    """Run (or resume) every stage; write the funnel as each one finishes, so a run killed half
+    way still says what it did; return the run's stages and where it stopped."""
+    from curate.datasets.documents import read_documents
+
+    docs = read_documents(opts.docs)  # bad input is one line here, before any stage's folder or model
     out = Path(opts.out)
-    text_folder = docs.path.is_dir() and not (docs.path / "corpus.jsonl").is_file()
-    if text_folder and docs.path.resolve() in (out.resolve(), *out.resolve().parents):
-        raise CurateError(f"--out {out} lies inside DOCS {docs.path}: a re-run would read its files as documents")
-    for recipe in (opts.recipe, RELABEL) if opts.relabel else (opts.recipe,):
-        load_recipe(recipe)
-    from curate.generate.from_corpus import check_spec
-    from curate.llm.taskspec import load_spec
-
-    check_spec(load_spec(opts.task, ()))
-    from curate.export.formats import FORMATS
-    from curate.export.formats.hub import check_license
-
-    for name in opts.formats:
-        if name != "all":
-            FORMATS.get(name, where="--format")
-    check_license(opts.license)  # before any model starts
-    if opts.teacher:  # a teacher that cannot be is found now, not after generate has run
-        from curate.embed.teacher import Teacher
-
-        Teacher(opts.teacher, cache=False).close()  # names and checks it; loads nothing
     llm = opts.llm if opts.llm.cache else dataclasses.replace(opts.llm, cache=str(out / ".cache" / "llm.sqlite"))
-    # the page is a view of the run, not part of it: asking for it or not is the same run
-    params = {k: v for k, v in dataclasses.asdict(opts).items() if k not in ("llm", "out", "report")}
-    with open_run("pipeline", out, params, [opts.docs], staged=False) as run:
-        states, reports, stop = _run_stages(opts, llm, out)
+
+    def progress(states, reports, stop=None, finished=False):
         funnel = build_funnel(opts, docs, states, reports, stop)
+        funnel["finished"] = finished
+        funnel["fingerprint"] = run.fingerprint
         atomic_write_json(out / FUNNEL, funnel)
-        run.counts.update({name: states[name] for name in states})
-    print_funnel(funnel, [stage for stage, _ in reports.values()])
+        return funnel
+
+    states, reports, stop = _run_stages(opts, llm, out, progress)
+    run.counts.update({name: states[name] for name in states})
+    return progress(states, reports, stop, finished=True)
+
+
+def run_pipeline(opts: PipelineOptions) -> dict[str, Any]:
+    """Run (or resume) every stage through the stage runner, then print and return the funnel."""
+    funnel, _ = run_stage(PIPELINE, opts, quiet=True)
+    out = Path(opts.out)
+    print_funnel(funnel, [stage for stage, _ in stages(opts, opts.llm, out)])
     if opts.report:
         from curate.report import write_report
 
         console.print(f"  [bold]{'report':<9}[/bold] {escape(str(write_report(out)))}", soft_wrap=True)
-    if stop:  # the funnel above says where the records went
-        raise CurateError(stop)
+    if funnel["stopped"]:  # the funnel above says where the records went
+        raise CurateError(funnel["stopped"])
     for i, line in enumerate(next_steps(out, opts.report)):
         console.print(f"  [bold]{'next' if i == 0 else '':<9}[/bold] {escape(line)}", soft_wrap=True)
     return funnel
@@ -182,15 +183,18 @@ def stages(opts: PipelineOptions, llm: LLMOptions, out: Path) -> list[tuple[Stag
     return steps
 
 
-def _run_stages(opts: PipelineOptions, llm: LLMOptions, out: Path):
+def _run_stages(opts: PipelineOptions, llm: LLMOptions, out: Path, progress):
     """Each stage's state (ran / done earlier), its report, and why the run stopped early (None:
-    it did not): a stage whose product holds no record leaves nothing for the next one."""
+    it did not): a stage whose product holds no record leaves nothing for the next one. The
+    funnel is written (``progress``) before the first stage and after each one."""
     states: dict[str, str] = {}
     reports: dict[str, tuple[Stage, dict[str, Any]]] = {}
     steps = stages(opts, llm, out)
+    progress(states, reports)
     for i, (stage, stage_opts) in enumerate(steps):
         report, states[stage.name] = run_stage(stage, stage_opts, resume=True)
         reports[stage.name] = (stage, report)
+        progress(states, reports)
         if i + 1 < len(steps) and not _holds_records(stage.path(stage_opts.out)):
             why = stage.path(stage_opts.out, "drops")
             return states, reports, f"{stage.name} left no record for {steps[i + 1][0].name} (why: {why})"
@@ -259,3 +263,8 @@ def print_funnel(f: dict[str, Any], order: list[Stage]) -> None:
 
 def _n(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+PIPELINE = Stage("pipeline", PipelineOptions, pipeline_stage, check=check, reads=("docs",),
+                 # not staged: its sub-folders are the stages' own runs, each swapped in whole
+                 writes={"funnel": FUNNEL}, appends=True)

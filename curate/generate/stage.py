@@ -6,8 +6,8 @@ servers) serves the whole run. Brainstorm runs each family in turn; generate pla
 in turn and then asks for every family's items in one queue, families interleaved
 (``curate.generate.queue``; sharded over client processes with ``--executor ray``,
 ``curate.generate.shards``). Each family has its progress bar and printed summary;
-``OUT/summary.json`` (generate) or ``OUT/brainstorm_summary.json`` and ``run.json`` are
-written at the end. The run appends as it goes, so a killed run resumes: it is not staged,
+``OUT/report.json`` and ``run.json`` (generate, written by the stage runner) or
+``OUT/brainstorm_summary.json`` are written at the end. The run appends as it goes, so a killed run resumes: it is not staged,
 but the run folder's lock keeps a second run off the same ``out``. A complete generate run puts
 ``generated.jsonl`` in item order (``write_in_item_order``), so the same command gives the same
 file whatever order the answers came back in.
@@ -21,7 +21,7 @@ import json
 import math
 import os
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,6 @@ from curate.llm.options import LLMOptions
 
 GENERATED, FAILED = "generated.jsonl", "failed.jsonl"
 CORPUS = "corpus.jsonl"  # the passages of the user's documents, which a next stage searches
-LEGACY_REPORT = "summary.json"  # report.json's name before the stage contract: a copy for one release
 
 
 @dataclass(kw_only=True)
@@ -44,7 +43,7 @@ class StageOptions:
         "flag": "--task", "help": "Task family (short-long, long-short, short-short, long-long, sts, bitext, all) "
                                   "or a spec file; repeatable."})
     out: str = field(metadata={"path": "dir",
-                               "help": "Run folder (generated.jsonl, failed.jsonl, tasks/, summary.json)."})
+                               "help": "Run folder (generated.jsonl, failed.jsonl, tasks/, report.json, run.json)."})
     llm: LLMOptions = field(default_factory=LLMOptions)
     seed: int = field(default=0, metadata={"help": "Seed for every per-item draw."})
     # MinHash Jaccard above which two task descriptions are the same
@@ -145,16 +144,11 @@ def brainstorm_stage(opts: StageOptions, n: int = 50) -> dict[str, Any]:
             atomic_write_jsonl(tasks_path(out, spec.family), [t.to_dict() for t in tasks])
         console.print(f"{spec.family}: {len(tasks)} tasks in {tasks_path(out, spec.family)}")
 
-    return run_llm_stage("brainstorm", opts, one, {"n": n})
+    return run_llm_stage("brainstorm", opts, one)
 
 
-def generate_stage(opts: GenerateOptions) -> dict[str, Any]:
-    """Generate (query, positive, graded negatives) records into ``OUT/generated.jsonl``."""
-    from curate.generate.brainstorm import brainstorm, fixed_tasks, load_tasks
-    from curate.generate.examples import plan_items
-    from curate.generate.queue import Asking, Family, run_families
-    from curate.core.progress import RunStats
-
+def _families_and_source(opts: GenerateOptions) -> tuple[tuple[str, ...], str | None]:
+    """The families asked for and where their inputs come from ("pairs", "corpus" or None)."""
     names = tuple(opts.tasks)
     if opts.pairs and opts.corpus:
         raise CurateError("give --from-pairs or --from-corpus, not both")
@@ -162,9 +156,6 @@ def generate_stage(opts: GenerateOptions) -> dict[str, Any]:
         raise CurateError("give --task (or --from-pairs FILE, or --from-corpus DOCS)")
     if opts.tasks_file and len(names) > 1:
         raise CurateError("--tasks-file goes with a single --task")
-    given = load_tasks(Path(opts.tasks_file)) if opts.tasks_file else None  # checked before any server starts
-    if given == []:
-        raise CurateError(f"{opts.tasks_file}: no tasks")
     source = "pairs" if opts.pairs else "corpus" if opts.corpus else None
     if source:
         from curate.generate import from_corpus, from_pairs
@@ -174,7 +165,32 @@ def generate_stage(opts: GenerateOptions) -> dict[str, Any]:
         names = names or (default,)
         if len(names) > 1 or "all" in names:
             raise CurateError(f"{flag} goes with a single --task (default: {default})")
+    return names, source
+
+
+def check(opts: GenerateOptions) -> None:
+    """The options, the specs and the tasks file, before any server starts."""
+    from curate.generate.brainstorm import load_tasks
+    from curate.generate.languages import parse_languages
+
+    names, source = _families_and_source(opts)
+    if opts.tasks_file and load_tasks(Path(opts.tasks_file)) == []:
+        raise CurateError(f"{opts.tasks_file}: no tasks")
     _check_inputs(names, opts.tasks_dirs, source)
+    parse_languages(opts.languages)
+
+
+def generate_stage(opts: GenerateOptions, run) -> dict[str, Any]:
+    """Generate (query, positive, graded negatives) records into ``OUT/generated.jsonl``."""
+    from curate.generate.brainstorm import brainstorm, fixed_tasks, load_tasks
+    from curate.generate.examples import plan_items
+    from curate.generate.queue import Asking, Family, run_families
+    from curate.core.progress import RunStats
+
+    names, source = _families_and_source(opts)
+    given = load_tasks(Path(opts.tasks_file)) if opts.tasks_file else None
+    if source:
+        from curate.generate import from_corpus, from_pairs
     if opts.languages:
         _note_languages_ignored(names, opts.tasks_dirs)
     out = Path(opts.out)
@@ -188,7 +204,7 @@ def generate_stage(opts: GenerateOptions) -> dict[str, Any]:
         docs.check_target(out / CORPUS)
     from curate.generate.languages import parse_languages
 
-    pool = parse_languages(opts.languages)  # read once (a weights file), checked before any server starts
+    pool = parse_languages(opts.languages)  # read once (a weights file)
     planned: list[str] = []  # every item's id, families in turn, each family's items in plan order
 
     async def one(spec, client, stats, progress):
@@ -227,10 +243,9 @@ def generate_stage(opts: GenerateOptions) -> dict[str, Any]:
         await run_families(planned_families, client, out, asking, opts.retry_failed, progress, executor,
                            cache.path, timings)
 
-    extra = {k: v for k, v in asdict(opts).items() if k not in asdict(StageOptions(out=""))}
-    extra["executor"] = {"kind": executor.kind, "shards": executor.shards}
-    return run_llm_stage("generate", opts, one, extra, names,
-                         finish=lambda: write_in_item_order(out / GENERATED, planned), queue=queue)
+    run.params["executor"] = {"kind": executor.kind, "shards": executor.shards}  # what it resolved to
+    return run_llm_stage("generate", opts, one, names, finish=lambda: write_in_item_order(out / GENERATED, planned),
+                         queue=queue, run=run)
 
 
 def _client_processes(opts: GenerateOptions) -> Executor:
@@ -334,21 +349,21 @@ PerFamily = Callable[[Any, Any, Any, Any], Awaitable[Any]]  # (spec, backend, st
 Queue = Callable[[list[Any], Any, Any, Any, dict[str, float]], Awaitable[None]]
 
 
-def run_llm_stage(stage: str, opts: StageOptions, one: PerFamily, extra: dict[str, Any],
-                  names: Sequence[str] | None = None, finish: Callable[[], Any] | None = None,
-                  queue: Queue | None = None) -> dict[str, Any]:
-    """Load the specs, open the backend, run ``one`` per family, write and print the summary;
-    ``finish``: called once every family is done, before the report (not after a failed run).
+def run_llm_stage(stage: str, opts: StageOptions, one: PerFamily, names: Sequence[str] | None = None,
+                  finish: Callable[[], Any] | None = None, queue: Queue | None = None, run=None) -> dict[str, Any]:
+    """Load the specs, open the backend, run ``one`` per family, print each family's summary and
+    return the run's; ``finish``: called once every family is done, before the report (not after
+    a failed run). ``run``: generate's run, which the stage runner opened; without one (brainstorm,
+    a step inside generate's folder) the folder's lock is held and ``OUT/brainstorm_summary.json``
+    written.
 
     With ``queue``, ``one`` only plans a family (brainstorming with the backend as it needs) and
     returns its work; once every family is planned, ``queue`` runs all of it at once, adding to
     each family's stats (generate: one queue of requests, families interleaved); one progress
     display shows every family's bars, and each family's summary is printed at the end."""
     from curate.core.jsonl import atomic_write_json
-    from curate.core.runner import open_run
-    from curate.llm.backend import llm_backend, open_backend
-    from curate.llm.redact import safe_url
-    from curate.core.progress import RunStats, console, print_summary, progress_bar
+    from curate.llm.backend import open_backend
+    from curate.core.progress import RunStats, print_summary, progress_bar
     from curate.llm.taskspec import load_spec
 
     dirs = tuple(Path(d) for d in opts.tasks_dirs)
@@ -396,26 +411,31 @@ def run_llm_stage(stage: str, opts: StageOptions, one: PerFamily, extra: dict[st
     # from running every few hundred allocations while thousands of requests are in flight.
     gc.freeze()
     gc.set_threshold(20_000, 20, 20)
-    llm = {k: v for k, v in asdict(opts.llm).items() if k != "api_key"}  # the key is never written
-    if llm["price_per_1k_tokens"] is None:  # unpriced: the params runs wrote before there was a price
-        del llm["price_per_1k_tokens"]
-    llm["base_urls"] = [safe_url(u) for u in opts.llm.base_urls]
-    params = {"tasks": [s.family for s in specs], "seed": opts.seed, "dedup_threshold": opts.dedup_threshold,
-              "tasks_dirs": list(opts.tasks_dirs), "prompts_dirs": list(opts.prompts_dirs), "llm": llm, **extra}
-    with open_run(stage, out_dir, params, staged=False) as run:
-        with llm_backend(opts.llm, out_dir) as (cfg, cache):
-            console.print(f"[dim]{stage}: model {cfg.model} at {', '.join(map(safe_url, cfg.base_urls))}[/dim]")
-            asyncio.run(main(cfg, cache))
-        run.timings.update(timings)
-        if finish is not None:
-            finish()
-        combined = combine(summaries)
-        run.counts.update(combined["counts"])
-        if stage == "generate":
-            run.write_report(combined, legacy=LEGACY_REPORT)
-        else:  # brainstorm shares generate's folder: its own name, so neither hides the other's
-            atomic_write_json(out_dir / f"{stage}_summary.json", combined)
+    if run is None:
+        from curate.core.runner import folder_lock
+
+        with folder_lock(out_dir):
+            combined = _serve_and_ask(stage, opts, main, timings, summaries, finish)
+        atomic_write_json(out_dir / f"{stage}_summary.json", combined)
+        return combined
+    run.params["tasks"] = [s.family for s in specs]  # what "all" resolved to
+    combined = _serve_and_ask(stage, opts, main, timings, summaries, finish)
+    run.timings.update(timings)
+    run.counts.update(combined["counts"])
     return combined
+
+
+def _serve_and_ask(stage: str, opts: StageOptions, main, timings, summaries, finish) -> dict[str, Any]:
+    from curate.core.progress import console
+    from curate.llm.backend import llm_backend
+    from curate.llm.redact import safe_url
+
+    with llm_backend(opts.llm, Path(opts.out)) as (cfg, cache):
+        console.print(f"[dim]{stage}: model {cfg.model} at {', '.join(map(safe_url, cfg.base_urls))}[/dim]")
+        asyncio.run(main(cfg, cache))
+    if finish is not None:
+        finish()
+    return combine(summaries)
 
 
 def combine(summaries: dict[str, Any]) -> dict[str, Any]:
@@ -471,6 +491,6 @@ def funnel_lines(g: dict[str, Any]) -> list[tuple[str, str]]:
                          + (f" ({why})" if why else "") + copies)]
 
 
-STAGE = Stage("generate", GenerateOptions, generate_stage, reads=("tasks_file", "pairs", "corpus"),
+STAGE = Stage("generate", GenerateOptions, generate_stage, check=check, reads=("tasks_file", "pairs", "corpus"),
               writes={"records": GENERATED, "drops": FAILED, "corpus": CORPUS}, appends=True,
               summary=summary, funnel=funnel, funnel_lines=funnel_lines)

@@ -1,7 +1,7 @@
 """``curate mine``: read queries and a corpus, mine negatives per teacher, write records and a report.
 
 Outputs in the run folder: ``mined.jsonl`` (one ``Record`` per query, or the input records
-with mined negatives appended), ``mine_report.json`` and PNG histograms of the scores.
+with mined negatives appended), ``report.json`` and PNG histograms of the scores.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from curate.mine.sampling import STRATEGIES
 from curate.core.records import Negative, Positive, Record, TeacherScores
 
 MINED = "mined.jsonl"
-LEGACY_REPORT = "mine_report.json"  # report.json's name before the stage contract: a copy for one release
 HYBRID_ONE_TEACHER = ("--scores hybrid mixes BM25 with one teacher's cosine: give one --teacher and no "
                       "--cross-encoder (its scores are a stronger teacher already)")
 
@@ -136,26 +135,40 @@ def _hybrid(inp: MineInput, items: list[MineItem], qvecs, dvecs, results: list[M
     return hybrid
 
 
-def run_mine(opts: MineOptions, teachers=None, rescorer=None) -> dict[str, Any]:
-    """Mine, write the outputs, and return the report.  ``teachers`` / ``rescorer``: objects to
-    use instead of loading them by name (tests, notebooks)."""
-    from dataclasses import asdict
-
-    from curate.core.runner import open_run
-
-    cfg = mine_config(opts)
+def check(opts: MineOptions) -> None:
+    """The options' own faults, found before anything starts."""
+    mine_config(opts)
     if opts.ensemble is not None and opts.ensemble not in ENSEMBLES:
         raise CurateError(f"unknown --ensemble {opts.ensemble!r} (choose from {', '.join(ENSEMBLES)})")
-    n_teachers = len(teachers) if teachers is not None else max(1, len(opts.teachers))
-    if n_teachers > 1 and opts.ensemble is None:
+    if len(opts.teachers) > 1 and opts.ensemble is None:
         raise CurateError("several --teacher need --ensemble intra or --ensemble cross")
-    params = {k: v for k, v in asdict(opts).items() if k != "out"}
-    inputs = [opts.data, opts.qrels, opts.pairs, opts.records, opts.corpus, opts.check_qrels]
-    with open_run("mine", opts.out, params, inputs, writes=(MINED, REPORT, LEGACY_REPORT, REJECTED)) as run:
-        report = _mine(opts, cfg, run, teachers, rescorer)
-        run.counts.update({"queries_in": report["queries_in"], "records_out": report["queries_out"],
-                           "negatives": report["negatives"]})
+    _check_teachers(opts.teachers)
+
+
+def _check_teachers(names) -> None:
+    """A teacher that cannot be is found now (its name, its key), loading nothing."""
+    from curate.embed.teacher import Teacher
+
+    for name in names:
+        Teacher(name, cache=False).close()
+
+
+def mine_stage(opts: MineOptions, run, teachers=None, rescorer=None) -> dict[str, Any]:
+    """Mine into ``run``'s folder and return the report.  ``teachers`` / ``rescorer``: objects to
+    use instead of loading them by name (tests, notebooks)."""
+    if teachers is not None and len(teachers) > 1 and opts.ensemble is None:
+        raise CurateError("several --teacher need --ensemble intra or --ensemble cross")
+    report = _mine(opts, mine_config(opts), run, teachers, rescorer)
+    run.counts.update({"queries_in": report["queries_in"], "records_out": report["queries_out"],
+                       "negatives": report["negatives"]})
     return report
+
+
+def run_mine(opts: MineOptions, teachers=None, rescorer=None) -> dict[str, Any]:
+    """Mine through the stage runner (as ``curate mine`` does, printing nothing) and return the report."""
+    from curate.core.stage import run_stage
+
+    return run_stage(STAGE, opts, quiet=True, teachers=teachers, rescorer=rescorer)[0]
 
 
 def _mine(opts: MineOptions, cfg: MineConfig, run, teachers, rescorer) -> dict[str, Any]:
@@ -303,7 +316,6 @@ def _mine(opts: MineOptions, cfg: MineConfig, run, teachers, rescorer) -> dict[s
     timings["write_s"] = time.perf_counter() - t
     report["timings"] = {k: round(v, 2) for k, v in timings.items()}
     report["wall_seconds"] = round(time.perf_counter() - started, 2)
-    run.write_report(report, legacy=LEGACY_REPORT)
     return report
 
 
@@ -342,7 +354,7 @@ def funnel_lines(m: dict[str, Any]) -> list[tuple[str, str]]:
                      f"({m['negatives_per_record']:.2f} per record)")]
 
 
-STAGE = Stage("mine", MineOptions, run_mine, reads=("data", "qrels", "pairs", "records", "corpus", "check_qrels",
+STAGE = Stage("mine", MineOptions, mine_stage, check=check, reads=("data", "qrels", "pairs", "records", "corpus", "check_qrels",
                                                "preset_modules"),
               writes={"records": MINED, "drops": REJECTED}, summary=summary, funnel=funnel,
               funnel_lines=funnel_lines)

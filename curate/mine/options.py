@@ -50,7 +50,7 @@ class MineOptions(SearchSettings, Knobs):
     """Everything ``curate mine`` takes. The search settings (``SearchSettings``) and the
     preset's knobs (``Knobs``) are declared once, where they are used, and inherited here."""
 
-    out: str = field(metadata={"path": "dir", "help": "Folder for mined.jsonl, mine_report.json and plots."})
+    out: str = field(metadata={"path": "dir", "help": "Folder for mined.jsonl, report.json, run.json and plots."})
     # input (exactly one of data / pairs / records / hf)
     data: str | None = field(default=None, metadata={
         "path": "dir", "help": "BEIR folder (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv)."})

@@ -331,7 +331,7 @@ def test_mine_keeps_the_first_record_of_a_repeated_id_and_reports_the_others(tmp
     assert proc.returncode == 0, proc.stderr
     mined = read_jsonl(out / "mined.jsonl")
     assert [(r["id"], r["query"]) for r in mined] == [("a", "alpha?"), ("b", "gamma?")]
-    report = json.loads((out / "mine_report.json").read_text())
+    report = json.loads((out / "report.json").read_text())
     assert report["skipped_input"] == {"record id seen before (first copy kept)": 1}
     assert [(r["id"], r["reason"]) for r in read_jsonl(out / "rejected.jsonl")] == [("a", "duplicate-id")]
 
@@ -353,7 +353,7 @@ def test_filter_keeps_the_first_record_of_a_repeated_id_and_logs_the_others(tmp_
         ("a", first["query"]), ("b", other["query"])]
     rejected = read_jsonl(out / "rejected.jsonl")
     assert [(r["id"], r["step"], r["reason"]) for r in rejected] == [("a", "duplicate-id", "duplicate-id")]
-    report = json.loads((out / "filter_report.json").read_text())
+    report = json.loads((out / "report.json").read_text())
     assert report["records_in"] == 3 and report["records_kept"] == 2
     assert report["steps"][0]["step"] == "duplicate-id" and report["steps"][0]["records_dropped"] == {
         "duplicate-id": 1}

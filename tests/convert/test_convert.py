@@ -291,7 +291,7 @@ def test_cli_convert_classification_and_sts(tmp_path):
     texts, labels = zip(*NEWS)
     check_label_structure(records, texts, labels)
     assert {r.task for r in records} == {"Classify the topic of a news sentence."}
-    summary = json.loads((out / "convert_summary.json").read_text())
+    summary = json.loads((out / "report.json").read_text())
     assert summary["records"] == len(records) == len(NEWS) - 1
     assert not list(out.glob(".*.tmp")), "written through a temporary name"
 

@@ -91,7 +91,7 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
             continue
         rel = str(p.relative_to(folder))
         data = p.read_bytes()
-        if p.name in ("run.json", "report.json", "export_report.json"):
+        if p.name in ("run.json", "report.json", "report.json"):
             obj = json.loads(data)
             for key in ("seconds", "started", "wall_seconds", "timings"):
                 obj.pop(key, None)

@@ -83,7 +83,9 @@ def test_run_writes_run_json_with_inputs_counts_and_versions(tmp_path):
     assert run["inputs"] == [{"path": str(inp), "bytes": inp.stat().st_size,
                               "sha256": hashlib.sha256(inp.read_bytes()).hexdigest()}]
     assert run["counts"]["records_out"] == 4
-    assert run["outputs"] == ["convert_summary.json", "converted.jsonl", "report.json"]
+    assert run["outputs"] == ["converted.jsonl", "report.json"]  # no legacy copy of the report
+    marker = json.loads((tmp_path / "out" / ".curate-done.json").read_text())
+    assert run["fingerprint"] == marker["fingerprint"], "run.json records the runner's one identity"
     assert run["versions"]["curate"] and run["versions"]["python"]
     assert not _staging_left(tmp_path / "out")
 
@@ -170,7 +172,7 @@ def test_export_reading_a_file_inside_its_own_out_keeps_that_file(tmp_path):
     proc = run_curate("export", "--in", str(inside), "--out", str(out), "--batch-size", "2")
     assert proc.returncode == 0, proc.stderr
     assert len(read_jsonl(inside)) == 4  # still there, untouched
-    report = json.loads((out / "export_report.json").read_text())
+    report = json.loads((out / "report.json").read_text())
     assert [(s["path"], s["records"]) for s in report["sources"]] == [("more.jsonl", 4)]  # relative to the export
     assert not _staging_left(out) and not list(tmp_path.glob(".exp*"))
 
@@ -284,7 +286,7 @@ def test_outputs_follow_the_umask(tmp_path):
                            f'--random-negatives --in {inp} --out {out}', sys.executable],
             cwd=REPO, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr
-        for name in ("converted.jsonl", "convert_summary.json", "run.json"):
+        for name in ("converted.jsonl", "report.json", "run.json"):
             assert (out / name).stat().st_mode & 0o777 == mode, (name, oct((out / name).stat().st_mode))
 
 

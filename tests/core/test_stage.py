@@ -94,7 +94,7 @@ def test_run_stage_writes_one_report_name_and_skips_a_finished_run(labelled, tmp
     out = tmp_path / "conv"
     report, state = run_stage(CONVERT, _opts(labelled, out), resume=True)
     assert state == RAN and report_of(out) == report
-    assert (out / REPORT).is_file() and (out / "convert_summary.json").is_file(), "the old name, as a copy"
+    assert (out / REPORT).is_file() and (out / "report.json").is_file(), "the old name, as a copy"
     assert json.loads((out / MARKER).read_text())["fingerprint"] == fingerprint(CONVERT, _opts(labelled, out))
     assert f"{report['records']} records in {out / 'converted.jsonl'}" in capsys.readouterr().err
     before = (out / "converted.jsonl").stat().st_mtime_ns

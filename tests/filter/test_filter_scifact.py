@@ -154,7 +154,7 @@ def test_each_planted_fault_is_caught_by_its_step(planted):
 
 
 def test_report_counts_match_the_planted_faults(planted):
-    report = json.loads((planted["out"] / "filter_report.json").read_text())
+    report = json.loads((planted["out"] / "report.json").read_text())
     steps = {row["step"]: row for row in report["steps"]}
     expected_records, expected_negs = {}, {}
     for key, (step, reason) in planted["faults"].items():
@@ -182,7 +182,7 @@ def test_filtered_records_carry_teacher_scores(planted):
 
 
 def test_plots_are_written(planted):
-    report = json.loads((planted["out"] / "filter_report.json").read_text())
+    report = json.loads((planted["out"] / "report.json").read_text())
     assert report["plots"]
     for p in report["plots"]:
         with open(p, "rb") as fh:
@@ -190,8 +190,8 @@ def test_plots_are_written(planted):
 
 
 def test_second_run_encodes_nothing(planted):
-    first = json.loads((planted["out"] / "filter_report.json").read_text())["teacher"]
-    second = json.loads((planted["rerun"] / "filter_report.json").read_text())["teacher"]
+    first = json.loads((planted["out"] / "report.json").read_text())["teacher"]
+    second = json.loads((planted["rerun"] / "report.json").read_text())["teacher"]
     assert first["encoded"] > 0
     assert second["encoded"] == 0 and second["cache_hits"] > 0
     assert read_jsonl(planted["out"] / "filtered.jsonl") == read_jsonl(planted["rerun"] / "filtered.jsonl")

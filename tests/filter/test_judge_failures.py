@@ -128,7 +128,7 @@ def test_relabel_some_calls_fail_the_negatives_stay_unjudged(srv, tmp_path):
     meta = {d["doc_id"]: d for r in kept.values() for d in r.meta["relabel"]}
     assert meta["doc0-0"]["verdict"] == "unjudged" and meta["doc0-0"]["error"].startswith("bad-response")
     assert meta["doc1-1"]["verdict"] == "unjudged" and meta["doc1-1"]["error"].startswith("http-500")
-    report = json.loads((out / "filter_report.json").read_text())
+    report = json.loads((out / "report.json").read_text())
     (row,) = [s for s in report["steps"] if s["step"] == "relabel"]
     assert row["negatives_dropped"] == {"relabel-promoted": 1, "relabel-unsure": 1}  # no drop for a failure
     note = row["notes"]

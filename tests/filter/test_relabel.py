@@ -286,7 +286,7 @@ def _write(path: Path, recs: list[Record]) -> Path:
 
 
 def _report(out: Path) -> dict:
-    report = json.loads((out / "filter_report.json").read_text())
+    report = json.loads((out / "report.json").read_text())
     (row,) = [r for r in report["steps"] if r["step"] == "relabel"]
     return row
 

@@ -223,7 +223,7 @@ def test_cli_from_corpus_recipe_names_round_trip_drops(world):
     proc = run_curate("filter", "--in", str(inp), "--out", str(out), "--recipe", "filters/from-corpus.yaml",
                       "--corpus", str(corpus), env={"CURATE_CACHE_DIR": str(world.tmp / "cache")}, timeout=900)
     assert proc.returncode == 0, proc.stderr
-    report = json.loads((out / "filter_report.json").read_text())
+    report = json.loads((out / "report.json").read_text())
     rows = {row["step"]: row for row in report["steps"]}
     assert rows["heuristics"]["records_dropped"] == {}
     assert sum(rows["minhash"]["records_dropped"].values()) == 1  # the reworded twin

@@ -87,10 +87,10 @@ def first(tmp_path_factory):
 def test_every_stage_writes_its_outputs_and_prints_the_funnel(first):
     run, out = first["run"], first["proc"].stderr + first["proc"].stdout
     assert first["sent"] == N, "one request per sampled passage"
-    for stage, names in {"generate": ["generated.jsonl", "corpus.jsonl", "summary.json"],
-                         "filter": ["filtered.jsonl", "rejected.jsonl", "filter_report.json", "teacher_scores.png"],
-                         "mine": ["mined.jsonl", "mine_report.json", "mine_scores.png"],
-                         "export": ["export_report.json"]}.items():
+    for stage, names in {"generate": ["generated.jsonl", "corpus.jsonl", "report.json"],
+                         "filter": ["filtered.jsonl", "rejected.jsonl", "report.json", "teacher_scores.png"],
+                         "mine": ["mined.jsonl", "report.json", "mine_scores.png"],
+                         "export": ["report.json"]}.items():
         for name in names:
             assert (run / stage / name).is_file(), f"{stage}/{name}"
     assert not (run / "relabel").exists(), "relabel is off by default"
@@ -182,7 +182,7 @@ def test_a_run_killed_while_generating_resumes_without_asking_again(first):
     shutil.copytree(first["run"], run)
     for stage in ("filter", "mine", "export"):
         shutil.rmtree(run / stage)
-    for name in ("report.json", "summary.json", ".curate-done.json"):  # a killed generate writes no report
+    for name in ("report.json", ".curate-done.json"):  # a killed generate writes no report
         (run / "generate" / name).unlink()
     lines = (run / "generate" / "generated.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
     (run / "generate" / "generated.jsonl").write_text("".join(lines[:N // 2]) + lines[N // 2][:40], encoding="utf-8")

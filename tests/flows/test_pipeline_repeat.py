@@ -45,7 +45,7 @@ def _scrambling(seed: int):
 def _export_files(run: Path) -> dict[str, bytes]:
     """Every data file of the export (the report and run.json carry times, the rest must not)."""
     return {str(p.relative_to(run / "export")): p.read_bytes() for p in sorted((run / "export").rglob("*"))
-            if p.is_file() and p.name not in ("report.json", "export_report.json", "run.json")
+            if p.is_file() and p.name not in ("report.json", "run.json")
             and not p.name.startswith(".curate")}
 
 

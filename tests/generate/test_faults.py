@@ -157,8 +157,8 @@ def run_cmd(cmd: list[str], out: Path, home: Path) -> Run:
     assert proc.returncode == 0, shown
     run.generated = _read_jsonl(out / "generated.jsonl")
     run.failed = _read_jsonl(out / "failed.jsonl")
-    assert (out / "summary.json").exists(), shown
-    run.summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert (out / "report.json").exists(), shown
+    run.summary = json.loads((out / "report.json").read_text(encoding="utf-8"))
     return run
 
 

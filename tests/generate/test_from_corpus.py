@@ -91,7 +91,7 @@ def test_queries_for_sampled_passages_of_a_folder(tmp_path):
         assert r.meta["placeholders"]["language"] == "German"
     drawn = [{k: v for k, v in r["meta"]["placeholders"].items() if k != "language"} for r in records]
     assert len({json.dumps(d, sort_keys=True) for d in drawn}) == 3, "each item draws its own attributes"
-    summary = json.loads((out / "summary.json").read_text())
+    summary = json.loads((out / "report.json").read_text())
     assert summary["counts"]["resumed"] == 3 and summary["families"]["from-corpus"]["passages"] == 3
 
 
@@ -198,7 +198,7 @@ def test_multihop_bundles_are_nearest_passages_and_all_positives(tmp_path, teach
         nearest = [ids[j] for j in np.argsort(-scores) if ids[j] != r.positive_id][:len(bundle) - 1]
         assert bundle[1:] == nearest, "the teacher's nearest passages, best first (one passage a demo file)"
     assert set(sizes) == {2, 3}
-    summary = json.loads((out / "summary.json").read_text())
+    summary = json.loads((out / "report.json").read_text())
     assert summary["families"]["from-corpus-multihop"]["bundle_sizes"] == {str(k): sizes.count(k) for k in (2, 3)}
 
     mined = tmp_path / "mined"

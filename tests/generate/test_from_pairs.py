@@ -85,7 +85,7 @@ def test_records_keep_the_pair_and_get_four_graded_negatives(tmp_path):
     prompts = [b["messages"][-1]["content"] for b in sent]
     for p in PAIRS:
         assert any(p["query"].strip() in t and p["positive"].strip() in t for t in prompts)
-    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    summary = json.loads((tmp_path / "out" / "report.json").read_text())
     assert summary["families"]["from-pairs"]["duplicate_pairs"] == 1
     assert summary["counts"]["ok"] == len(PAIRS)
 
@@ -104,7 +104,7 @@ def test_resume_continues_and_ids_follow_the_pairs(tmp_path):
         assert len(srv.chat_requests) == len(PAIRS), "a finished run sends nothing"
     records = read_jsonl(out / "generated.jsonl")
     assert len(records) == len({r["id"] for r in records}) == len(PAIRS)
-    summary = json.loads((out / "summary.json").read_text())
+    summary = json.loads((out / "report.json").read_text())
     assert summary["counts"]["resumed"] == len(PAIRS) and summary["counts"]["ok"] == 0
     assert third.returncode == 0
 

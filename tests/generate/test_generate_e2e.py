@@ -67,7 +67,7 @@ def test_generate_every_family_with_bundled_model(six_families):
         for rec in by_family[fam]:
             _check_record(rec, fam)
     assert len({r["id"] for r in records}) == len(records)
-    summary = json.loads((out / "summary.json").read_text())
+    summary = json.loads((out / "report.json").read_text())
     assert summary["counts"]["ok"] == len(records)
     assert set(summary["families"]) == set(FAMILIES)
     # brainstormed families wrote their task files; fixed-task families use the spec's tasks
@@ -116,7 +116,7 @@ def test_killed_run_resumes_without_loss_or_duplicates(tmp_path):
     ids = [r["id"] for r in after] + [f["id"] for f in failed]
     assert len(ids) == len(set(ids)) == 6, "six items, each exactly once"
     assert {r["id"] for r in before} <= {r["id"] for r in after}, "nothing finished was lost"
-    summary = json.loads((out / "summary.json").read_text())
+    summary = json.loads((out / "report.json").read_text())
     assert summary["counts"]["resumed"] == len(before)
 
 
@@ -134,7 +134,7 @@ def test_filter_the_bundled_model_output(six_families, tmp_path):
     assert {r["id"] for r in kept} | dropped == {r["id"] for r in records}, "every record kept or dropped with a reason"
     assert not {r["id"] for r in kept} & dropped
     assert all(r["step"] and r["reason"] for r in rejected)
-    report = json.loads((fout / "filter_report.json").read_text())
+    report = json.loads((fout / "report.json").read_text())
     assert report["records_in"] == len(records) and report["records_kept"] == len(kept)
     for r in kept:
         assert r["teacher"] and r["teacher"]["model"], "the teacher step records its scores on every kept record"

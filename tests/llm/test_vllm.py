@@ -126,7 +126,7 @@ def test_a_judge_step_against_vllm(server, generated, tmp_path):
     judged = [r for r in kept if r.get("scores", {}).get("judges", {}).get("answerable")]
     # every record was judged: kept with its verdicts, or dropped for what the judge said
     assert len(judged) + len({r.get("id") for r in rejected if r.get("id")}) >= 2, (kept, rejected)
-    report = json.loads((out / "filter_report.json").read_text())
+    report = json.loads((out / "report.json").read_text())
     assert "judge_answerable" in json.dumps(report)
 
 

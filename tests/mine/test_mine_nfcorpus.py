@@ -61,7 +61,7 @@ def test_false_negative_rate_against_held_out_qrels(nfc):
                       "--out", str(nfc["tmp"] / "percpos"), env={"CURATE_CACHE_DIR": str(nfc["cache"])})
     assert proc.returncode == 0, proc.stderr
     assert "false negatives against" in proc.stderr
-    percpos = json.loads((nfc["tmp"] / "percpos" / "mine_report.json").read_text())
+    percpos = json.loads((nfc["tmp"] / "percpos" / "report.json").read_text())
     assert percpos["teachers"][0]["texts_encoded"] == 0  # the corpus was encoded once, by the first run
 
     for name, report in (("naive", naive), ("percpos", percpos)):

@@ -136,7 +136,7 @@ def test_cli_beir_folder_matches_pairs_run(scifact):
                       "--relative-margin", "0.05", "-k", "4", "--out", str(out),
                       env={"CURATE_CACHE_DIR": str(scifact["cache"])})
     assert proc.returncode == 0, proc.stderr
-    report = json.loads((out / "mine_report.json").read_text())
+    report = json.loads((out / "report.json").read_text())
     assert report["teachers"][0]["texts_encoded"] == 0  # every vector came from the shared cache
     assert report["queries_in"] == N_QUERIES and report["method"] == {"name": "percpos", "relative_margin": 0.05}
     assert (out / "mine_scores.png").exists() and (out / "mine_gap.png").exists()

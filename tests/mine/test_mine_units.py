@@ -372,7 +372,7 @@ def test_run_mine_pairs_outputs_and_positives(tmp_path):
     assert t["model"] == "hash-teacher" and t["positive"] == min(t["positives"]) and len(t["positives"]) == 2
     assert q0["task"] == "Given a query, retrieve relevant documents." and q0["task_type"] == "retrieval"
     assert len(q0["meta"]["mine"]["ranks"]) == 5 and q0["meta"]["mine"]["doc_ids"][0].startswith("d")
-    assert (tmp_path / "o" / "mine_report.json").exists() and (tmp_path / "o" / "mine_scores.png").exists()
+    assert (tmp_path / "o" / "report.json").exists() and (tmp_path / "o" / "mine_scores.png").exists()
 
 
 @pytest.mark.parametrize("method, old, new, line", [

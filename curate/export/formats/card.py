@@ -238,7 +238,7 @@ def write_index(out_dir: Path, card: dict, outputs: dict[str, list[str]], how_to
             configs.append(_config(fmt, shards, default=not configs))
     front = _front(card, **({"configs": configs} if configs else {}))
     parts = ["Made by `curate export`: the same rows in one sub-folder per trainer's format. Rows are stored "
-             "in training order. `export_report.json` has the counts, sources, filters and parameters.", ""]
+             "in training order. `report.json` has the counts, sources, filters and parameters.", ""]
     parts += _section("Formats", _kv_table({fmt: f"{fmt}/ ({len(files)} files)" for fmt, files in outputs.items()},
                                            ("format", "folder")))
     if configs:

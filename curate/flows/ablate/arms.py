@@ -146,27 +146,23 @@ class ExtractOptions:
     queries: str = "title"  # or "first-sentence"
 
 
-def run_extract(opts: ExtractOptions) -> dict[str, Any]:
+def run_extract(opts: ExtractOptions, run) -> dict[str, Any]:
     """Sample the passages, write them as the corpus and a record per passage whose query is
     taken from it, shaped as ``generate --from-corpus`` writes them, so the same stages read them."""
     from curate.core.jsonl import atomic_write_jsonl
-    from curate.core.runner import open_run
     from curate.datasets.documents import read_documents
     from curate.generate.from_corpus import extracted_records, sample_passages
     from curate.llm.taskspec import load_spec
 
     stage = extract_stage()
-    params = {k: v for k, v in asdict(opts).items() if k != "out"}
-    with open_run(stage.name, opts.out, params, [opts.corpus], writes=list(stage.writes.values())) as run:
-        docs = read_documents(opts.corpus)
-        docs.write_corpus(stage.path(run.dir, "corpus"))
-        task = load_spec("from-corpus").fixed_tasks[0]
-        passages = sample_passages(docs, opts.n, opts.seed)
-        records = extracted_records(passages, opts.queries, task)
-        atomic_write_jsonl(stage.path(run.dir), [r.to_dict() for r in records])
-        report = {"queries_from": opts.queries, "passages": len(passages), "records": len(records)}
-        run.counts.update(report)
-        run.write_report(report)
+    docs = read_documents(opts.corpus)
+    docs.write_corpus(stage.path(run.dir, "corpus"))
+    task = load_spec("from-corpus").fixed_tasks[0]
+    passages = sample_passages(docs, opts.n, opts.seed)
+    records = extracted_records(passages, opts.queries, task)
+    atomic_write_jsonl(stage.path(run.dir), [r.to_dict() for r in records])
+    report = {"queries_from": opts.queries, "passages": len(passages), "records": len(records)}
+    run.counts.update(report)
     return report
 
 
