@@ -248,7 +248,8 @@ def _changed_flags(old: Any, new: dict[str, Any], opts: Any) -> list[str]:
     before, after = flat(old["options"]), flat(new["options"])
     changed = [flags.get(k, k) for k in sorted(set(before) | set(after)) if before.get(k) != after.get(k)]
     inputs_before = old.get("inputs") if isinstance(old.get("inputs"), dict) else {}
-    changed += [f"the {flags.get(k, k)} input" for k in new["inputs"] if inputs_before.get(k) != new["inputs"][k]]
+    changed += ["a file it reads (a spec, template, bank or recipe)" if k == "also" else f"the {flags.get(k, k)} input"
+                for k in new["inputs"] if inputs_before.get(k) != new["inputs"][k]]
     return changed
 
 

@@ -266,12 +266,24 @@ def _excerpt(text: str | None) -> str:
     return text if len(text) <= EXCERPT else text[:EXCERPT - 3].rstrip() + "..."
 
 
-def _recipe_file(opts: FilterOptions) -> list[Path]:
+def _recipe_files(opts: FilterOptions) -> list[Path]:
+    """The recipe file and the templates its judge steps render: an edited one is filtered again."""
+    from curate.filter.base import merge_params
     from curate.filter.recipe import find_recipe
+    from curate.llm.templates import template_files
 
-    return [find_recipe(opts.recipe)]  # an edited recipe file: filtered again
+    files = [find_recipe(opts.recipe)]
+    try:
+        recipe = load_recipe(opts.recipe)
+    except CurateError:
+        return files  # the stage's check says what is wrong
+    for step in recipe.steps:
+        params = merge_params(step.name, step.params)
+        if isinstance(params.get("template"), str):
+            files += template_files([params["template"]], [*(params.get("prompt_dirs") or ()), *opts.prompts_dirs])
+    return list(dict.fromkeys(files))
 
 
-STAGE = Stage("filter", FilterOptions, filter_stage, check=check, reads=("inp", "corpus"), also_reads=_recipe_file,
+STAGE = Stage("filter", FilterOptions, filter_stage, check=check, reads=("inp", "corpus"), also_reads=_recipe_files,
               writes={"records": FILTERED, "drops": REJECTED}, summary=summary, funnel=funnel,
               funnel_lines=funnel_lines)

@@ -491,6 +491,28 @@ def funnel_lines(g: dict[str, Any]) -> list[tuple[str, str]]:
                          + (f" ({why})" if why else "") + copies)]
 
 
-STAGE = Stage("generate", GenerateOptions, generate_stage, check=check, reads=("tasks_file", "pairs", "corpus"),
+def spec_files(opts: GenerateOptions) -> list[Path]:
+    """Every file that shapes the records besides the inputs: each family's spec, the templates
+    its steps render (includes too) and the word banks it draws from. Part of the run's identity,
+    so an edited prompt or spec is a new run, never "done earlier"."""
+    from curate.llm.taskspec import bank_path, load_spec
+    from curate.llm.templates import template_files
+
+    try:
+        names, _ = _families_and_source(opts)
+        dirs = tuple(Path(d) for d in opts.tasks_dirs)
+        specs = [load_spec(name, dirs) for name in families(names, opts.tasks_dirs)]
+    except CurateError:
+        return []  # the stage's check says what is wrong
+    files: list[Path] = []
+    for spec in specs:
+        steps = [step for step in (spec.generate, spec.brainstorm) if step is not None]
+        files += [spec.path, *template_files([step.template for step in steps], opts.prompts_dirs)]
+        files += [bank_path(bank) for step in steps for bank in step.banks.values()]
+    return list(dict.fromkeys(f for f in files if f.is_file()))
+
+
+STAGE = Stage("generate", GenerateOptions, generate_stage, check=check, also_reads=spec_files,
+              reads=("tasks_file", "pairs", "corpus"),
               writes={"records": GENERATED, "drops": FAILED, "corpus": CORPUS}, appends=True,
               summary=summary, funnel=funnel, funnel_lines=funnel_lines)

@@ -120,10 +120,15 @@ class TaskSpec:
                                    optional_inputs=[k for k in self.optional_inputs if k not in extra])
 
 
+def bank_path(name: str) -> Path:
+    """Where the bank ``name`` is: a .txt file given by path, else data/banks/NAME.txt."""
+    return Path(name) if name.endswith(".txt") and Path(name).exists() else resource_dir("data") / "banks" / f"{name}.txt"
+
+
 @lru_cache(maxsize=None)
 def load_bank(name: str) -> tuple[str, ...]:
     """A bank is a text file of one entry a line under data/banks/; '#' starts a comment."""
-    path = Path(name) if name.endswith(".txt") and Path(name).exists() else resource_dir("data") / "banks" / f"{name}.txt"
+    path = bank_path(name)
     if not path.exists():
         raise CurateError(f"bank {name!r} not found (looked for {path})")
     lines = [ln.strip() for ln in read_utf8_text(path).splitlines()]

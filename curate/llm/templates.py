@@ -127,6 +127,31 @@ def load_template(name: str, extra_dirs: Sequence[str | Path] = ()) -> jinja2.Te
                           f"save it as UTF-8") from None
 
 
+def template_files(names: Sequence[str], extra_dirs: Sequence[str | Path] = ()) -> list[Path]:
+    """The files behind the named templates and every template they include, extend or import,
+    as the search path resolves them: what a run that renders them read (its identity hashes them,
+    so an edited prompt is a new run). A name not found is left to the run to report."""
+    import jinja2.meta
+
+    env = _environment(search_path(extra_dirs))
+    found: dict[str, Path] = {}
+    todo = list(names)
+    while todo:
+        name = todo.pop()
+        if name in found:
+            continue
+        try:
+            source, filename, _ = env.loader.get_source(env, name)
+        except (jinja2.TemplateNotFound, UnicodeDecodeError, OSError):
+            continue
+        found[name] = Path(filename)
+        try:
+            todo += [n for n in jinja2.meta.find_referenced_templates(env.parse(source)) if n]
+        except jinja2.TemplateSyntaxError:
+            continue
+    return sorted(set(found.values()))
+
+
 def template_from_string(source: str, name: str | None = None) -> jinja2.Template:
     """A template from text (e.g. an instruction a user passed on the command line), sandboxed.
     ``name`` is what errors call it (default: the text's first characters), never None."""

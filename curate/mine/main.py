@@ -150,7 +150,8 @@ def _check_teachers(names) -> None:
     from curate.embed.teacher import Teacher
 
     for name in names:
-        Teacher(name, cache=False).close()
+        if isinstance(name, str):  # a teacher object passed in from Python is already made
+            Teacher(name, cache=False).close()
 
 
 def mine_stage(opts: MineOptions, run, teachers=None, rescorer=None) -> dict[str, Any]:

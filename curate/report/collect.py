@@ -46,16 +46,24 @@ def collect(folder: str | Path, *, sample: int = 2000, seed: int = 0) -> dict[st
     run = _json(folder / "run.json") or {}
     data: dict[str, Any] = {"folder": str(folder.resolve()), "made": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                             "funnel": [], "documents": None, "costs": [], "export": None, "ablate": None,
-                            "records": [], "charts": [], "sample": None, "stopped": None}
-    if (folder / "pipeline.json").is_file():
+                            "records": [], "charts": [], "sample": None, "stopped": None, "earlier": [],
+                            "unfinished": None}
+    started = _json(folder / ".curate-started.json") or {}  # the runner's note, written before any stage
+    if (folder / "pipeline.json").is_file() or started.get("stage") == "pipeline":
         data["kind"] = "pipeline"
-        pipeline = _json(folder / "pipeline.json")
+        pipeline = _json(folder / "pipeline.json") if (folder / "pipeline.json").is_file() else {"finished": False}
         if pipeline is None:
             raise CurateError(f"{folder / 'pipeline.json'}: not a JSON object")
         data["documents"] = pipeline.get("documents")
         data["stopped"] = pipeline.get("stopped")
-        parts = [(name, folder / name, pipeline.get("stages", {}).get(name), pipeline.get(name))
-                 for name in PIPELINE_ORDER if (folder / name).is_dir()]
+        # only the stages this run reached are its own: a folder an earlier run left (this one
+        # stopped before it) is named as such, never presented as this run's
+        this_run = pipeline.get("stages") or {}
+        parts = [(name, folder / name, this_run[name], pipeline.get(name))
+                 for name in PIPELINE_ORDER if name in this_run and (folder / name).is_dir()]
+        data["earlier"] = [name for name in PIPELINE_ORDER if name not in this_run and (folder / name).is_dir()]
+        if not pipeline.get("finished", True):  # killed, or still running
+            data["unfinished"] = [name for name in PIPELINE_ORDER if name not in this_run]
     elif (folder / ABLATE_REPORT).is_file():
         data["kind"] = "ablate"
         data["ablate"] = _ablate(folder)

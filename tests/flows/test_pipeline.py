@@ -10,8 +10,11 @@ the recipe's heuristics drop, so the funnel has drops with reasons to show.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -210,6 +213,50 @@ def test_a_changed_option_reruns_only_the_stages_it_reaches(first):
     train = _report(run, "export")["counts"]["train"]
     assert f"hf: {train} train rows" in out and f"sentence-transformers: {train} train rows" in out
     assert _report(run, "export")["hub"]["license"] == "cc-by-4.0"  # the documents' licence, on the card
+
+
+def test_a_rerun_that_stops_early_never_shows_the_earlier_runs_later_stages_as_its_own(first):
+    from curate.report.collect import collect
+
+    run = first["tmp"] / "stops-early"
+    shutil.copytree(first["run"], run)
+    drop_all = first["tmp"] / "drop-all.yaml"  # every query too short: filter keeps nothing
+    drop_all.write_text("steps:\n  - heuristics: {min_chars: {query: 100000}}\n", encoding="utf-8")
+    proc = run_curate("pipeline", str(first["docs"]), "--out", str(run), "-n", str(N), "--base-url",
+                      first["srv"].base_url, "--model", "fake", "--recipe", str(drop_all), env=_env(run.parent),
+                      timeout=900)
+    assert proc.returncode == 2 and "filter left no record for mine" in proc.stderr
+    assert (run / "mine" / "mined.jsonl").is_file(), "the earlier run's folders are left as they were"
+    funnel = json.loads((run / "pipeline.json").read_text())
+    assert set(funnel["stages"]) == {"generate", "filter"} and funnel["mine"] is None and funnel["export"] is None
+    data = collect(run)
+    assert [row["stage"] for row in data["funnel"]] == ["generate", "filter"], "mine and export are not this run's"
+    assert data["earlier"] == ["mine", "export"] and data["export"] is None
+    assert {r["stage"] for r in data["records"]} <= {"generate", "filter"}
+    page = run_curate("report", str(run), env=_env(run.parent))
+    assert page.returncode == 0, page.stderr
+    assert "Not part of this run: mine, export" in (run / "report.html").read_text(encoding="utf-8")
+
+
+def test_report_on_a_pipeline_killed_while_mining_shows_what_is_there_and_what_is_missing(first):
+    run = first["tmp"] / "killed-mining"
+    shutil.copytree(first["run"], run)
+    for name in ("pipeline.json", "report.html"):  # as on a first run: nothing of a finished one
+        (run / name).unlink()
+    script = (f"import os, sys; import curate.mine.main as m; m._mine = lambda *a, **k: os._exit(9); "
+              f"sys.argv = ['curate', 'pipeline', {str(first['docs'])!r}, '--out', {str(run)!r}, '-n', '{N}', "
+              f"'--base-url', {first['srv'].base_url!r}, '--model', 'fake', '--scores', 'teacher']; "
+              "from curate.cli import cli; cli()")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=900,
+                          env={**os.environ, **_env(run.parent)})
+    assert proc.returncode == 9, proc.stderr  # killed while mining
+    page = run_curate("report", str(run), env=_env(run.parent))
+    assert page.returncode == 0, page.stderr
+    html = (run / "report.html").read_text(encoding="utf-8")
+    assert "This run did not finish" in html and "no result yet from mine, relabel, export" in html
+    from curate.report.collect import collect
+
+    assert [row["stage"] for row in collect(run)["funnel"]] == ["generate", "filter"]
 
 
 def test_hybrid_scores_are_the_default_and_the_teachers_own_are_one_option_away(first):
