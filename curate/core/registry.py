@@ -10,7 +10,10 @@ point in the registry's group, for example in its ``pyproject.toml``::
     shout = "my_plugin.shout"            # a module whose decorator registers the step
     loud = "my_plugin.other:loud_step"   # or the object itself, registered under "loud"
 
-Looking up an unknown name is one line with the closest known name ("did you mean").
+Looking up an unknown name is one line with the closest known name ("did you mean"). A name is
+taken once: registering another object under a name already taken (a shipped entry's or another
+plugin's) is one line naming both modules, never a silent replacement; a plugin that raises or
+exits while it loads is one line naming it.
 """
 
 from __future__ import annotations
@@ -42,14 +45,21 @@ class Registry(Generic[T]):
         """``REG.register("name", obj)``, or as a decorator: ``@REG.register("name")``."""
         key = self._normalize(name)
         if obj is not None:
-            self._entries[key] = obj
+            self._add(key, obj)
             return obj
 
         def deco(target: T) -> T:
-            self._entries[key] = target
+            self._add(key, target)
             return target
 
         return deco
+
+    def _add(self, key: str, obj: T) -> None:
+        old = self._entries.get(key)
+        if old is not None and old is not obj and old != obj:
+            raise CurateError(f"{self.kind} {key!r} is registered twice: by {_describe(old)} and by "
+                              f"{_describe(obj)}; a name can be taken once (rename one of them)")
+        self._entries[key] = obj
 
     def unregister(self, name: str) -> T | None:
         """Forget ``name`` (a test's temporary entry); the entry, or None when there was none."""
@@ -102,15 +112,29 @@ class Registry(Generic[T]):
             key = self._normalize(ep.name)
             try:
                 loaded = ep.load()
+            except CurateError:  # it registered a name already taken: that line says so
+                raise
+            except SystemExit as e:  # exiting while imported would end curate with nothing said
+                raise CurateError(f"{self.kind} plugin {ep.name!r} ({ep.value}): exited while loading "
+                                  f"(exit status {e.code!r}); a plugin must not call sys.exit") from None
             except Exception as e:  # a broken plugin is named, not a traceback
                 raise CurateError(f"{self.kind} plugin {ep.name!r} ({ep.value}): cannot be loaded: "
                                   f"{type(e).__name__}: {e}") from None
             if key not in self._entries and not _is_module(loaded):
-                self._entries[key] = loaded
+                self._add(key, loaded)
             if key not in self._entries:
                 raise CurateError(f"{self.kind} plugin {ep.name!r} ({ep.value}) registered nothing under "
                                   f"{ep.name!r}: its module must register it (see {self.group!r} in "
                                   "docs/extend.md), or the entry point must name the entry itself")
+
+
+def _describe(obj: Any) -> str:
+    """Where an entry was defined, as ``module.name (package P)`` (a wrapper such as a filter
+    step's ``Step``: where its function was)."""
+    target = obj if isinstance(obj, type) or callable(obj) and hasattr(obj, "__qualname__") else \
+        getattr(obj, "fn", None) or type(obj)
+    module = getattr(target, "__module__", None) or "?"
+    return f"{module}.{getattr(target, '__qualname__', '?')} (package {module.split('.')[0]})"
 
 
 def _is_module(obj: Any) -> bool:

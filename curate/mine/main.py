@@ -136,8 +136,13 @@ def _hybrid(inp: MineInput, items: list[MineItem], qvecs, dvecs, results: list[M
 
 
 def check(opts: MineOptions) -> None:
-    """The options' own faults, found before anything starts."""
-    mine_config(opts)
+    """The options' own faults, found before anything starts (a deprecated knob's note is the
+    run's to print, once)."""
+    import contextlib
+    import io
+
+    with contextlib.redirect_stderr(io.StringIO()):
+        mine_config(opts)
     if opts.ensemble is not None and opts.ensemble not in ENSEMBLES:
         raise CurateError(f"unknown --ensemble {opts.ensemble!r} (choose from {', '.join(ENSEMBLES)})")
     if len(opts.teachers) > 1 and opts.ensemble is None:

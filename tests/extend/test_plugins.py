@@ -190,3 +190,53 @@ def test_the_preset_example_also_loads_as_a_preset_module():
         assert "score-band" in PRESETS.names()
     finally:
         PRESETS.unregister("score-band")
+
+
+def _plugin(site: Path, dist: str, group: str, entries: dict[str, str], module: str, source: str) -> dict[str, str]:
+    """One plugin distribution of a single module, laid out as pip would install it."""
+    site.mkdir(parents=True, exist_ok=True)
+    (site / f"{module}.py").write_text(source, encoding="utf-8")
+    info = site / f"{dist}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text(f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in entries.items()),
+                                           encoding="utf-8")
+    return {"PYTHONPATH": str(site), "CURATE_CACHE_DIR": str(site.parent / "cache")}
+
+
+STEP_SOURCE = '''from dataclasses import dataclass
+from curate.filter.base import register
+
+
+@dataclass
+class Params:
+    pass
+
+
+@register("{name}", Params, kind="map")
+def {fn}(records, params, ctx):
+    return records[:1]
+'''
+
+
+@pytest.mark.parametrize("taken", ["heuristics", "keep_one"])
+def test_a_plugin_taking_a_name_already_registered_is_one_line_naming_both(tmp_path, records, taken):
+    site = tmp_path / "site"
+    env = _plugin(site, "first_plugin", "curate.filter_steps", {"keep_one": "first_plugin"}, "first_plugin",
+                  STEP_SOURCE.format(name="keep_one", fn="keep_one"))
+    env = _plugin(site, "rival_plugin", "curate.filter_steps", {"rival": "rival_plugin"}, "rival_plugin",
+                  STEP_SOURCE.format(name=taken, fn="rival"))
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("steps:\n  - heuristics: {}\n", encoding="utf-8")
+    proc = run_curate("filter", "--in", str(records), "--out", str(tmp_path / "f"), "--recipe", str(recipe), env=env)
+    owner = "curate.filter.steps.heuristics" if taken == "heuristics" else "first_plugin.keep_one"
+    assert_one_line_error(proc, f"filter step {taken!r} is registered twice", owner, "rival_plugin.rival")
+    assert not (tmp_path / "f").exists(), "nothing written"
+
+
+def test_a_plugin_that_exits_on_import_is_one_line_and_a_failure(tmp_path, records):
+    env = _plugin(tmp_path / "site", "quitter", "curate.filter_steps", {"quitter": "quitter"}, "quitter",
+                  "import sys\nsys.exit(0)\n")
+    proc = run_curate("filter", "--in", str(records), "--out", str(tmp_path / "f"), env=env)
+    assert_one_line_error(proc, "filter step plugin 'quitter'", "exited while loading")
+    assert not (tmp_path / "f").exists()
