@@ -43,6 +43,7 @@ stage.
 from __future__ import annotations
 
 import dataclasses
+import math
 import importlib
 import inspect
 import re
@@ -312,6 +313,25 @@ def _deprecated(old: str, new: str) -> Callable:
     return warn
 
 
+class FiniteFloat(click.FloatRange):
+    """A number option: a finite one (``nan`` and ``inf`` parse as floats, pass every range
+    check and end up as bare ``NaN`` in JSON that strict readers refuse), in its range if any."""
+
+    name = "float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return super().convert(number, param, ctx)
+
+    def _describe_range(self) -> str:
+        return super()._describe_range() if self.min is not None or self.max is not None else ""
+
+    def get_metavar(self, *args: Any, **kwargs: Any) -> str | None:
+        return "FLOAT" if self.min is None and self.max is None else super().get_metavar(*args, **kwargs)
+
+
 def _type(meta: Mapping[str, Any], hint: Any) -> click.ParamType | type | None:
     """The click type of one value of a field."""
     if "choices" in meta:
@@ -323,9 +343,9 @@ def _type(meta: Mapping[str, Any], hint: Any) -> click.ParamType | type | None:
         return click.Path(exists=bool(meta.get("exists")), file_okay=kind != "dir", dir_okay=kind != "file")
     if hint in (int, float):
         lo, hi = meta.get("min"), meta.get("max")
-        if lo is None and hi is None:
+        if lo is None and hi is None and hint is int:
             return hint
-        kind = click.IntRange if hint is int else click.FloatRange
+        kind = click.IntRange if hint is int else FiniteFloat
         return kind(lo, hi, min_open=bool(meta.get("min_open")), max_open=bool(meta.get("max_open")))
     if hint in (str, Any):
         return str

@@ -74,14 +74,34 @@ def range_text(meta: Mapping[str, Any]) -> str | None:
 
 
 def range_problem(meta: Mapping[str, Any], value: Any) -> str | None:
-    """Why the number ``value`` lies outside the declared range ("must be ..."), else None."""
+    """Why the number ``value`` lies outside the declared range ("must be ..."), else None; a
+    float that is not finite (``nan``, ``inf``) is in no range, declared or not."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    if value != value or value in (float("inf"), float("-inf")):
+        return f"must be {range_text(meta) or 'a finite number'}"
     text = range_text(meta)
-    if text is None or not isinstance(value, (int, float)) or isinstance(value, bool):
+    if text is None:
         return None
     lo, hi = meta.get("min"), meta.get("max")
     low = lo is not None and (value <= lo if meta.get("min_open") else value < lo)
     high = hi is not None and (value >= hi if meta.get("max_open") else value > hi)
     return f"must be {text}" if low or high or value != value else None  # NaN is in no range
+
+
+def check_values(opts: Any) -> None:
+    """Every number of an options dataclass (nested ones too) inside the range its field
+    declares, and finite: the command line checks this as it parses, and this says the same for
+    options made in Python, before a run starts (a ``nan`` price would be written as bare NaN)."""
+    for f in dataclasses.fields(opts):
+        value = getattr(opts, f.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            check_values(value)
+            continue
+        problem = range_problem(f.metadata, value)
+        if problem:
+            flag = (f.metadata.get("flag") or "--" + f.name.replace("_", "-")).split("/")[0]
+            raise CurateError(f"{flag} {value}: {problem}")
 
 
 def as_dict(params: Any) -> dict[str, Any]:

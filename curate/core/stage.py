@@ -37,6 +37,7 @@ from typing import Any
 
 from curate.core.hashing import file_digest, value_digest
 from curate.core.jsonl import atomic_write_json
+from curate.core.params import check_values
 from curate.llm.redact import mask_secrets
 from curate.core.runner import REJECTED, REPORT, RUN_JSON, open_run, settle
 
@@ -132,6 +133,7 @@ def run_stage(stage: Stage, opts: Any, *, resume: bool = False, quiet: bool = Fa
 
     folder = Path(opts.out)
     settle(folder)  # a killed run's swap is finished first, whatever this run then finds wrong
+    check_values(opts)  # numbers in their declared ranges, finite, however the options were made
     if stage.check is not None:
         stage.check(opts)
     identity = _identity(stage, opts)  # its inputs hashed once, for the key and for what changed

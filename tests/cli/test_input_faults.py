@@ -357,3 +357,26 @@ def test_filter_keeps_the_first_record_of_a_repeated_id_and_logs_the_others(tmp_
     assert report["records_in"] == 3 and report["records_kept"] == 2
     assert report["steps"][0]["step"] == "duplicate-id" and report["steps"][0]["records_dropped"] == {
         "duplicate-id": 1}
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_a_price_that_is_not_a_finite_number_is_refused_before_anything_is_written(tmp_path, value):
+    records = tmp_path / "in.jsonl"
+    write_jsonl(records, [{"id": "r0", "query": "what pulls the tides", "positive": "The Moon pulls the sea."}])
+    proc = run_curate("filter", "--in", str(records), "--out", str(tmp_path / "f"), "--price-per-1k-tokens", value)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"'{value}' is not a finite number" in proc.stderr
+    assert not (tmp_path / "f").exists(), "no report.json, run.json or summary with a bare NaN in it"
+
+
+def test_options_made_in_python_are_checked_against_their_declared_ranges_too(tmp_path):
+    from curate.core.stage import run_stage
+    from curate.filter.main import STAGE, FilterOptions
+    from curate.llm.options import LLMOptions
+
+    records = tmp_path / "in.jsonl"
+    write_jsonl(records, [{"id": "r0", "query": "what pulls the tides", "positive": "The Moon pulls the sea."}])
+    opts = FilterOptions(inp=str(records), out=str(tmp_path / "f"), llm=LLMOptions(price_per_1k_tokens=float("nan")))
+    with pytest.raises(CurateError, match="--price-per-1k-tokens nan: must be"):
+        run_stage(STAGE, opts, quiet=True)
+    assert not (tmp_path / "f").exists()

@@ -80,7 +80,7 @@ def test_an_option_marked_if_set_leaves_runs_that_do_not_use_it_as_they_were():
     class After(Before):
         languages: str | None = dataclasses.field(default=None, metadata={"fingerprint": "if-set"})
 
-    stage = Stage("demo", Before, lambda opts: {})
+    stage = Stage("demo", Before, lambda opts, run: {})
     assert fingerprint(stage, After(out="o")) == fingerprint(stage, Before(out="o"))
     assert fingerprint(stage, After(out="o", languages="de")) != fingerprint(stage, Before(out="o"))
     from curate.generate.stage import STAGE as GENERATE, GenerateOptions
@@ -121,13 +121,11 @@ def test_an_appending_stage_starts_afresh_when_its_fingerprint_changes(labelled,
     records never mix with the last run's."""
     calls = []
 
-    def run(opts):
-        out = Path(opts.out)
-        out.mkdir(parents=True, exist_ok=True)
-        with (out / "rows.jsonl").open("a") as fh:  # appends, as generate does
+    def run(opts, run):
+        assert run.dir == Path(opts.out), "an appending stage writes into its folder itself, not staged"
+        with run.path("rows.jsonl").open("a") as fh:  # appends, as generate does
             fh.write(json.dumps({"seed": opts.seed}) + "\n")
         calls.append(opts.seed)
-        (out / REPORT).write_text(json.dumps({"seed": opts.seed}))
         return {"seed": opts.seed}
 
     appending = Stage("appender", ConvertOptions, run, reads=("inp",), writes={"records": "rows.jsonl"}, appends=True)
