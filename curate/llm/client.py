@@ -64,6 +64,7 @@ class Answer:
     completion_tokens: int = 0
     latency: float = 0.0
     cached: bool = False
+    sent: bool = False  # at least one request went to the server (not every answer from the cache)
     history: list[str] = field(default_factory=list)  # one short note per failed attempt
 
     @property
@@ -215,8 +216,18 @@ class LLMClient:
         """Ask for a JSON object following ``schema``; re-ask on content faults with new seeds.
 
         ``fresh`` skips cached answers (they are still stored): for retrying an item whose
-        cached answers were the reason it failed.
+        cached answers were the reason it failed. Answers that could not be used are cached too,
+        so a re-run replays the same re-asks to the same good answer; but when every answer of
+        this call came from the cache and none was usable, the server is asked afresh (it may
+        have been fixed since), never failed again from the cache.
         """
+        answer = await self._ask_json(messages, schema, params, seed, name, fresh)
+        if not answer.ok and not fresh and answer.cached and not answer.sent:
+            answer = await self._ask_json(messages, schema, params, seed, name, fresh=True)
+        return answer
+
+    async def _ask_json(self, messages: list[dict[str, str]], schema: dict[str, Any], params: dict[str, Any],
+                        seed: int, name: str, fresh: bool) -> Answer:
         answer = Answer()
         validator = _validator(schema)
         started = time.perf_counter()
@@ -239,6 +250,7 @@ class LLMClient:
                 if (tally := TALLY.get()) is not None:
                     tally[1] += 1
             else:
+                answer.sent = True
                 resp, failure = await self._send(body, answer)
                 if failure:
                     answer.reason = failure

@@ -90,4 +90,7 @@ class LLMTask(Generic[T]):
                 result.value = self.parse(answer.data)
             except (ValueError, KeyError, TypeError) as e:
                 result.parse_error = f"parse: {e}"[:300]
+        if result.parse_error and answer.cached and not answer.sent and not fresh:
+            # an unusable answer from the cache is not the server's last word: ask it again
+            return await self.run(backend, variables, seed, params=params, fresh=True)
         return result

@@ -124,3 +124,34 @@ def test_a_raw_newline_inside_a_string_is_accepted():
 
     check = jsonschema.Draft202012Validator({"type": "object", "properties": {"q": {"type": "string"}}})
     assert _read_answer('{"q": "two\nlines\tand a tab"}', "stop", check)[1] is None
+
+
+def test_unusable_answers_in_the_cache_are_asked_again_once_the_server_answers(tmp_path):
+    """Fault 5 of issue 42: an item that failed on unusable answers failed again from the cache
+    after the server was fixed, sending nothing. Now the server is asked again."""
+    import asyncio
+
+    from curate.llm.cache import RequestCache
+    from curate.llm.client import ClientConfig, LLMClient
+
+    schema = {"type": "object", "properties": {"verdict": {"type": "string", "enum": ["yes", "no"]}},
+              "required": ["verdict"], "additionalProperties": False}
+    messages = [{"role": "user", "content": "FAULTS[malformed,ok] is this passage relevant?"}]
+
+    async def ask(url: str):
+        client = LLMClient(ClientConfig(base_urls=[url], model="fake", api_key="k", max_retries=0, max_reasks=0,
+                                        backoff_base=0), RequestCache(tmp_path / "llm.sqlite"))
+        try:
+            return await client.ask_json(messages, schema, {}, seed=3)
+        finally:
+            await client.close()
+            client.cache.close()
+
+    with fake_llm_server() as srv:
+        first = asyncio.run(ask(srv.base_url))  # the server sends prose: unusable
+        assert not first.ok and len(srv.chat_requests) == 1
+        second = asyncio.run(ask(srv.base_url))  # the server now answers: asked again, not failed from the cache
+        assert second.ok and second.data == {"verdict": "yes"}, second.reason
+        assert len(srv.chat_requests) == 2
+        third = asyncio.run(ask(srv.base_url))  # a good answer is served from the cache
+        assert third.ok and third.cached and len(srv.chat_requests) == 2
