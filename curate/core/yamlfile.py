@@ -24,13 +24,16 @@ def read_yaml_mapping(path: Path, what: str) -> dict[str, Any]:
 
 
 def read_utf8_text(path: Path) -> str:
-    """The file's text; bytes that are not UTF-8 (a file saved as Latin-1) name the line."""
+    """The file's text, less a leading byte-order mark (editors on Windows add one); bytes that
+    are not UTF-8 (a file saved as Latin-1) name the line."""
     try:
         data = path.read_bytes()
+    except IsADirectoryError:
+        raise CurateError(f"{path}: is a folder, not a file") from None
     except OSError as e:
         raise CurateError(f"{path}: cannot read: {e.strerror}") from None
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         line = data[:e.start].count(b"\n") + 1
         raise CurateError(f"{path}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x}); save it as UTF-8") from None

@@ -128,6 +128,8 @@ def parse_languages(value: str | None) -> Pool | None:
     path = Path(text)
     if path.is_file() and text.lower() not in pool_index():  # a file named "de" does not hide German
         return read_pool_file(path)
+    if path.is_dir() and text.lower() not in pool_index():
+        raise CurateError(f"--languages {text}: is a folder; give a file of CODE<TAB>WEIGHT lines")
     if path.suffix.lower() in (".tsv", ".txt") or "/" in text or "\\" in text:
         raise CurateError(f"--languages {text}: no such file")
     codes: list[str] = []
@@ -183,6 +185,9 @@ def read_pool_file(path: Path, shipped: bool = False) -> Pool:
         names.append(name)
     if not codes:
         raise CurateError(f"{path}: no languages (one CODE<TAB>WEIGHT line per language)")
+    if not math.isfinite(sum(weights)):  # each weight finite, their sum too large to draw from
+        raise CurateError(f"{path}: the weights add up to more than a number can hold; scale them down "
+                          "(only their ratios matter)")
     return Pool(tuple(codes), tuple(weights), tuple(names))
 
 

@@ -36,11 +36,18 @@ def command_for(command: str, host: str, port: int | str, python: str = sys.exec
     as a shell would; a template that cannot be filled is one line naming what is wrong."""
     known = ", ".join("{" + p + "}" for p in PLACEHOLDERS)
     try:
-        for _, name, _, _ in string.Formatter().parse(command):
+        for _, name, spec, conversion in string.Formatter().parse(command):
             if name is not None and name not in PLACEHOLDERS:  # no {port[0]} or {host.x}: plain names only
                 raise CurateError(f"--server-command: unknown placeholder {{{name}}}; known: {known} "
                                   "(write {{ and }} for a brace)")
-        return shlex.split(command.format(host=host, port=port, python=python))
+            if name is not None and (spec or conversion):  # {port!r} quotes it, {port:>999999} pads it
+                raise CurateError(f"--server-command: {{{name}{'!' + conversion if conversion else ''}"
+                                  f"{':' + spec if spec else ''}}} in {command!r}: placeholders are plain names "
+                                  f"({known}), with no conversion or format spec")
+        argv = shlex.split(command.format(host=host, port=port, python=python))
+        if not argv:
+            raise CurateError(f"--server-command {command!r}: no command to run")
+        return argv
     except (ValueError, LookupError, TypeError) as e:  # a lone brace, a bad format spec, an unclosed quote
         raise CurateError(f"--server-command: {e} in {command!r} (placeholders: {known}; "
                           "{{ and }} for a brace)") from None

@@ -91,6 +91,22 @@ def test_a_weights_file_and_its_bad_lines(tmp_path):
             assert f"{bad}:{text.count(chr(10))}:" in str(e.value), "names the file and its line"
 
 
+def test_a_pool_file_with_a_byte_order_mark_huge_weights_or_a_folder_is_read_or_refused_in_one_line(tmp_path):
+    bom = tmp_path / "bom.tsv"
+    bom.write_bytes("\ufeffde\t1\nfr\t2\n".encode("utf-8"))  # as Windows editors save it
+    assert parse_languages(str(bom)).codes == ("de", "fr")
+    huge = tmp_path / "huge.tsv"
+    huge.write_text("de\t1e308\nfr\t1e308\n", encoding="utf-8")  # each finite, their sum not
+    folder = tmp_path / "pools"
+    folder.mkdir()
+    for value, needle in ((huge, "weights add up to more than a number can hold"), (folder, "is a folder")):
+        proc = run_curate("generate", "--task", "short-long", "--out", str(tmp_path / "o"), "--languages", str(value),
+                          "--base-url", "http://127.0.0.1:9/v1", "--model", "m")
+        assert_one_line_error(proc, str(value), needle)
+        assert proc.returncode == 2, "a user's fault, not an internal error"
+        assert not (tmp_path / "o").exists()
+
+
 def test_draws_are_the_items_own_and_follow_the_weights():
     pool = parse_languages("en,de,ja")
     assert [pool.draw(s) for s in range(50)] == [pool.draw(s) for s in range(50)]

@@ -103,6 +103,9 @@ def test_a_replica_that_cannot_start_is_one_line(tmp_path):
     ("{python} -m server --json '{\"a\": 1}' --port {port}", "unknown placeholder {\"a\"}"),
     ("{python} -m server --port {port", "expected '}' before end of string"),
     ("{python} -m server --name 'unclosed --port {port}", "No closing quotation"),
+    ("   ", "no command to run"),  # issue 42, fault 7: these passed the check and failed inside Ray
+    ("{python} -m server --port {port!r}", "{port!r} in"),
+    ("{python} -m server --port {port:>99999999}", "{port:>99999999} in"),
 ])
 def test_a_bad_server_command_is_one_line_before_ray_starts(tmp_path, monkeypatch, command, needle):
     from curate.core.executor import Executor
@@ -112,7 +115,7 @@ def test_a_bad_server_command_is_one_line_before_ray_starts(tmp_path, monkeypatc
         raise AssertionError("Ray started for a command that cannot be filled in")
 
     monkeypatch.setattr(replicas, "ray_for", no_ray)
-    with pytest.raises(CurateError, match="^--server-command: ") as e:
+    with pytest.raises(CurateError, match="^--server-command") as e:
         replicas.serve_replicas(2, command, tmp_path / "u.txt", Executor("ray", 2), 30)
     assert needle in str(e.value) and "\n" not in str(e.value)
     assert not (tmp_path / "u.txt").exists()
