@@ -9,7 +9,7 @@ from typing import Any
 
 from curate.core.errors import CurateError
 from curate.core.params import field_range, range_problem
-from curate.core.stage import Stage
+from curate.core.stage import STAGES, Stage
 from curate.negatives.knobs import Ceiling
 
 KINDS = ("classification", "clustering", "sts")
@@ -116,6 +116,7 @@ def summary(report: dict[str, Any], out: Path) -> list[str]:
 
 STAGE = Stage("convert", ConvertOptions, convert_stage, check=check, reads=("inp", "corpus"),
               writes={"records": CONVERTED}, summary=summary)
+STAGES.register(STAGE.name, STAGE)
 
 
 def _teacher(name: str):

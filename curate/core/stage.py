@@ -38,6 +38,7 @@ from typing import Any
 from curate.core.hashing import file_digest, value_digest
 from curate.core.jsonl import atomic_write_json
 from curate.core.params import check_values
+from curate.core.registry import Registry
 from curate.llm.redact import mask_secrets
 from curate.core.runner import REJECTED, REPORT, RUN_JSON, open_run, settle
 
@@ -71,13 +72,36 @@ class Stage:
     writes: dict[str, str] = field(default_factory=dict)
     summary: Callable[[dict[str, Any], Path], list[Any]] | None = None  # lines printed after a run
     appends: bool = False  # resumes by appending to its outputs (generate) instead of replacing them
-    # the pipeline's funnel: what the run took in and kept, from its report and folder, and as lines
+    # the funnel: what the run took in and kept (facts, from its report and folder: what
+    # pipeline.json keeps), and how those facts read (one ``FunnelRow``: the terminal's lines and
+    # the page's row are both drawn from it)
     funnel: Callable[[dict[str, Any], Path], dict[str, Any]] | None = None
-    funnel_lines: Callable[[dict[str, Any]], list[tuple[str, str]]] | None = None
+    present: Callable[[dict[str, Any]], "FunnelRow"] | None = None
+    # what the report page shows about the run beyond the funnel: (label, text) rows from its report
+    details: Callable[[dict[str, Any]], list[tuple[str, str]]] | None = None
 
     def path(self, folder: str | Path, role: str = "records") -> Path:
         """Where a run of this stage in ``folder`` keeps its ``role`` output."""
         return Path(folder) / self.writes[role]
+
+
+@dataclass
+class FunnelRow:
+    """How one stage's funnel facts read, wherever they are shown: ``lines`` for the terminal
+    (label, text), ``cells`` for the page (label, the key of the number in the facts), what was
+    dropped by reason, and for a stage of steps (filter) each step's records in, kept and dropped."""
+
+    lines: list[tuple[str, str]]
+    cells: list[tuple[str, str]] = field(default_factory=list)
+    dropped: dict[str, int] = field(default_factory=dict)
+    steps: list[tuple[str, int, int, dict[str, int]]] = field(default_factory=list)
+
+
+# Every stage by name: the modules that declare the shipped ones register them, a plugin adds
+# one through the entry-point group. The report, the API and the pipeline look stages up here.
+STAGES: Registry[Stage] = Registry("stage", "curate.stages", builtin=(
+    "curate.generate.stage", "curate.filter.main", "curate.mine.main", "curate.export.main",
+    "curate.convert.main", "curate.flows.pipeline"))
 
 
 def report_of(folder: str | Path) -> dict[str, Any] | None:

@@ -29,7 +29,7 @@ from curate.export.instructions import Instruction, resolve
 from curate.export.levels import GAP_BINS, assign_levels
 from curate.export.rows import ExportRow
 from curate.export.splits import split_dev
-from curate.core.stage import REPORT, Stage
+from curate.core.stage import REPORT, STAGES, FunnelRow, Stage
 from curate.core.runner import Drop
 
 INDEX = "README.md"  # above the formats' folders when there are several
@@ -131,16 +131,24 @@ def _writers() -> dict[str, Callable]:
 def _check(opts: ExportOptions, writers: dict[str, Callable]) -> tuple[Curriculum, list[str], Instruction | None]:
     """Every option checked before any input is read, each failure one line. Returns the
     curriculum, the formats and the instruction (None for ``auto``: the records decide it)."""
+    _check_inputs(opts)
+    _check_decontaminate(opts)
+    return check_options(opts, writers)
+
+
+def _check_decontaminate(opts: ExportOptions) -> None:
+    for d in opts.decontaminate:
+        folder = d if Path(d).is_dir() or ":" not in d else d.rpartition(":")[0]
+        if not (Path(folder) / "corpus.jsonl").is_file():
+            raise CurateError(f"{folder}: not a BEIR folder (no corpus.jsonl) for --decontaminate")
+
+
+def _check_inputs(opts: ExportOptions) -> None:
     if not opts.inputs:
         raise CurateError("give at least one --in FILE")
     for p in opts.inputs:
         if not Path(p).is_file():
             raise CurateError(f"{p}: no such file")
-    for d in opts.decontaminate:
-        folder = d if Path(d).is_dir() or ":" not in d else d.rpartition(":")[0]
-        if not (Path(folder) / "corpus.jsonl").is_file():
-            raise CurateError(f"{folder}: not a BEIR folder (no corpus.jsonl) for --decontaminate")
-    return check_options(opts, writers)
 
 
 def check_options(opts: ExportOptions, writers: dict[str, Callable] | None = None
@@ -189,8 +197,10 @@ def _check_out(out: Path) -> None:
 
 
 def check(opts: ExportOptions) -> None:
-    """Every option, before anything starts."""
-    _check(opts, _writers())
+    """Every option, before anything starts (in a pipeline, before its inputs exist: they are
+    checked when the export runs)."""
+    _check_decontaminate(opts)
+    check_options(opts)
     out = Path(opts.out)
     if out.exists() and not out.is_dir():
         raise CurateError(f"{out}: exists and is not a folder; choose another --out")
@@ -198,7 +208,7 @@ def check(opts: ExportOptions) -> None:
 
 def _outputs(opts: ExportOptions) -> list[str]:
     """What an export writes besides its report, by the formats asked for."""
-    formats = _check(opts, _writers())[1]
+    formats = check_options(opts)[1]
     return [*((INDEX,) if len(formats) > 1 else ()), *(formats if nested(formats) else ())]
 
 
@@ -366,12 +376,35 @@ def funnel(report: dict[str, Any], folder: Path) -> dict[str, Any]:
             "formats": {name: {**split, "files": files} for name, files in report["outputs"].items()}}
 
 
-def funnel_lines(e: dict[str, Any]) -> list[tuple[str, str]]:
+def present(e: dict[str, Any]) -> FunnelRow:
     n = lambda count, noun: f"{count} {noun}{'' if count == 1 else 's'}"  # noqa: E731
-    return [("export", f"{name}: {n(rows['train'], 'train row')}, {n(rows['dev'], 'dev row')}")
-            for name, rows in e["formats"].items()]
+    cells = [("rows", "rows")]
+    for name in e.get("formats") or {}:
+        cells += [(f"{name} train", f"formats.{name}.train"), (f"{name} dev", f"formats.{name}.dev")]
+    return FunnelRow(lines=[("export", f"{name}: {n(rows['train'], 'train row')}, {n(rows['dev'], 'dev row')}")
+                            for name, rows in e["formats"].items()], cells=cells)
+
+
+def details(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """What went out, as the report page's table shows it."""
+    c = report.get("counts") or {}
+    hub = report.get("hub") or {}
+    params = report.get("parameters") or {}
+    join = lambda items: ", ".join(f"{k} {v}" for k, v in items)  # noqa: E731
+    licence = str(hub.get("license"))
+    if hub.get("license_missing_for"):
+        licence += f" (unknown for {', '.join(hub['license_missing_for'])}: give --license)"
+    return [("rows", join((k, c[k]) for k in ("train", "dev") if isinstance(c.get(k), int))),
+            ("negatives a row", str((report.get("negatives_per_row") or {}).get("chose",
+                                                                                 params.get("negatives_per_row")))),
+            ("negatives by level", ", ".join(f"level {k}: {v}" for k, v in (c.get("level") or {}).items())),
+            ("families", join((c.get("task_type") or {}).items())),
+            ("instruction", str(params.get("instruction"))), ("curriculum", str(params.get("curriculum"))),
+            ("formats", ", ".join((report.get("outputs") or {}).keys())),
+            ("languages", ", ".join(hub.get("language") or [])), ("licence", licence)]
 
 
 STAGE = Stage("export", ExportOptions, export_stage, check=check, also_writes=_outputs,
               reads=("inputs", "decontaminate"), writes={},
-              summary=summary, funnel=funnel, funnel_lines=funnel_lines)
+              summary=summary, funnel=funnel, present=present, details=details)
+STAGES.register(STAGE.name, STAGE)

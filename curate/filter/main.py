@@ -16,7 +16,7 @@ from curate.core.errors import CurateError
 from curate.core.executor import Executor
 from curate.filter.base import FilterContext
 from curate.filter.recipe import load_recipe, shipped_recipes
-from curate.core.stage import REPORT, Stage
+from curate.core.stage import REPORT, STAGES, FunnelRow, Stage
 from curate.filter.run import FILTERED, REJECTED, run_steps, write_outputs
 from curate.llm.options import LLMOptions
 from curate.core.records import Record, first_of_each_id, read_records
@@ -237,13 +237,19 @@ def funnel(report: dict[str, Any], folder: Path) -> dict[str, Any]:
     return entry
 
 
-def funnel_lines(f: dict[str, Any]) -> list[tuple[str, str]]:
+def present(f: dict[str, Any]) -> FunnelRow:
+    from collections import Counter
+
     from rich.markup import escape
 
     if f.get("relabel"):
         verdicts = ", ".join(f"{k} {v}" for k, v in f["verdicts"].items()) or "none"
-        return [("relabel", f"{f['candidates']} negatives judged: {verdicts}; {f['negatives_kept']} of "
-                            f"{f['negatives_in']} negatives left, {f['records_changed']} records changed")]
+        return FunnelRow(
+            lines=[("relabel", f"{f['candidates']} negatives judged: {verdicts}; {f['negatives_kept']} of "
+                               f"{f['negatives_in']} negatives left, {f['records_changed']} records changed")],
+            cells=[("records", "records"), ("negatives in", "negatives_in"), ("negatives kept", "negatives_kept"),
+                   ("records changed", "records_changed")],
+            dropped=dict(f.get("verdicts") or {}))
     lines = [("filter", f"{f['records_kept']} of {f['records_in']} records kept")]
     for s in f["steps"]:
         dropped = sum(s["records_dropped"].values())
@@ -258,7 +264,12 @@ def funnel_lines(f: dict[str, Any]) -> list[tuple[str, str]]:
                 if s["example"].get("containment") is not None:
                     line += f" ({s['example']['containment']:.0%} of its word n-grams in its passage)"
         lines.append(("", line))
-    return lines
+    dropped: Counter = Counter()
+    for s in f["steps"]:
+        dropped.update(s["records_dropped"])
+    return FunnelRow(lines=lines, cells=[("records in", "records_in"), ("records kept", "records_kept")],
+                     dropped=dict(dropped),
+                     steps=[(s["step"], s["records_in"], s["records_kept"], s["records_dropped"]) for s in f["steps"]])
 
 
 def _excerpt(text: str | None) -> str:
@@ -286,4 +297,5 @@ def _recipe_files(opts: FilterOptions) -> list[Path]:
 
 STAGE = Stage("filter", FilterOptions, filter_stage, check=check, reads=("inp", "corpus"), also_reads=_recipe_files,
               writes={"records": FILTERED, "drops": REJECTED}, summary=summary, funnel=funnel,
-              funnel_lines=funnel_lines)
+              present=present)
+STAGES.register(STAGE.name, STAGE)

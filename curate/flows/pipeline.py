@@ -28,7 +28,7 @@ from rich.markup import escape
 
 from curate.core.errors import CurateError
 from curate.core.jsonl import atomic_write_json
-from curate.core.stage import DONE, Stage, report_of, run_stage
+from curate.core.stage import DONE, STAGES, Stage, report_of, run_stage
 from curate.llm.options import LLMOptions
 from curate.core.progress import console
 from curate.mine.options import MineOptions
@@ -140,9 +140,7 @@ def run_pipeline(opts: PipelineOptions) -> dict[str, Any]:
 
 def next_steps(out: Path, report: bool) -> list[str]:
     """What a person does with a finished run, in the order they would."""
-    from curate.export.main import STAGE as EXPORT
-
-    export = out / EXPORT.name
+    export = out / STAGES.get("export").name
     steps = [f"open {out / 'report.html'} in a browser: every record kept or dropped, and why" if report
              else f"curate report {out}: one page with every record kept or dropped, and why",
              f"train a model on {export}: its README.md has the code (base model: any sentence-transformers "
@@ -154,32 +152,28 @@ def next_steps(out: Path, report: bool) -> list[str]:
 
 def stages(opts: PipelineOptions, llm: LLMOptions, out: Path) -> list[tuple[Stage, Any]]:
     """The stages in order, each with its options; a stage reads the one before it through the
-    contract (``Stage.path``), so nothing here knows a stage's file names."""
-    from curate.export.main import STAGE as EXPORT, ExportOptions
-    from curate.filter.main import STAGE as FILTER, FilterOptions
-    from curate.generate.stage import STAGE as GENERATE, GenerateOptions
-    from curate.mine.main import STAGE as MINE, MineOptions
-
-    gen = out / GENERATE.name
-    corpus = str(GENERATE.path(gen, "corpus"))
+    contract (``Stage.path``), so nothing here knows a stage's file names or imports its module."""
+    generate, filter_, mine, export = (STAGES.get(name) for name in ("generate", "filter", "mine", "export"))
+    gen = out / generate.name
+    corpus = str(generate.path(gen, "corpus"))
     steps: list[tuple[Stage, Any]] = [
-        (GENERATE, GenerateOptions(out=str(gen), corpus=opts.docs, n=opts.n, seed=opts.seed, llm=llm,
-                                   tasks=(opts.task,), prompts_dirs=tuple(opts.prompts_dirs))),
-        (FILTER, FilterOptions(inp=str(GENERATE.path(gen)), out=str(out / FILTER.name), corpus=corpus, llm=llm,
-                               recipe=opts.recipe, teacher=opts.teacher, plots=opts.plots,
-                               prompts_dirs=tuple(opts.prompts_dirs))),
-        (MINE, MineOptions(out=str(out / MINE.name), records=str(FILTER.path(out / FILTER.name)), corpus=corpus,
-                           teachers=(opts.teacher,) if opts.teacher else (), seed=opts.seed, plots=opts.plots,
-                           scores=opts.scores)),
+        (generate, generate.options(out=str(gen), corpus=opts.docs, n=opts.n, seed=opts.seed, llm=llm,
+                                    tasks=(opts.task,), prompts_dirs=tuple(opts.prompts_dirs))),
+        (filter_, filter_.options(inp=str(generate.path(gen)), out=str(out / filter_.name), corpus=corpus, llm=llm,
+                                  recipe=opts.recipe, teacher=opts.teacher, plots=opts.plots,
+                                  prompts_dirs=tuple(opts.prompts_dirs))),
+        (mine, mine.options(out=str(out / mine.name), records=str(filter_.path(out / filter_.name)), corpus=corpus,
+                            teachers=(opts.teacher,) if opts.teacher else (), seed=opts.seed, plots=opts.plots,
+                            scores=opts.scores)),
     ]
     if opts.relabel:
-        relabel = dataclasses.replace(FILTER, name=RELABEL)
-        steps.append((relabel, FilterOptions(inp=str(MINE.path(out / MINE.name)), out=str(out / RELABEL),
-                                             recipe=RELABEL, llm=llm, plots=opts.plots,
-                                             prompts_dirs=tuple(opts.prompts_dirs))))
+        relabel = STAGES.get(RELABEL)
+        steps.append((relabel, relabel.options(inp=str(mine.path(out / mine.name)), out=str(out / RELABEL),
+                                               recipe=RELABEL, llm=llm, plots=opts.plots,
+                                               prompts_dirs=tuple(opts.prompts_dirs))))
     last_stage, last_opts = steps[-1]
-    steps.append((EXPORT, ExportOptions(inputs=(str(last_stage.path(last_opts.out)),), out=str(out / EXPORT.name),
-                                        formats=tuple(opts.formats), seed=opts.seed, license=opts.license)))
+    steps.append((export, export.options(inputs=(str(last_stage.path(last_opts.out)),), out=str(out / export.name),
+                                         formats=tuple(opts.formats), seed=opts.seed, license=opts.license)))
     return steps
 
 
@@ -220,6 +214,7 @@ def build_funnel(opts: PipelineOptions, docs, states: dict[str, str], reports: d
     d = docs.report()
     funnel: dict[str, Any] = {
         "docs": str(opts.docs), "out": str(out), "stages": states, "stopped": stop,
+        "order": [stage.name for stage, _ in stages(opts, opts.llm, out)],  # the stages this run is made of
         "documents": {"files": d["files"], "documents": d["documents"], "passages": d["passages"],
                       "skipped": len(d["skipped"]), "replaced": len(d["replaced"])},
     }
@@ -246,10 +241,10 @@ def print_funnel(f: dict[str, Any], order: list[Stage]) -> None:
     plots: list[str] = []
     for stage in order:
         entry = f.get(stage.name)
-        if not entry or stage.funnel_lines is None:
+        if not entry or stage.present is None:
             continue
         done = " (done earlier)" if f["stages"].get(stage.name) == DONE else ""
-        for label, text in stage.funnel_lines(entry):
+        for label, text in stage.present(entry).lines:
             say(label, text + (done if label else ""))
         plots += entry.get("plots", [])
         if stage.name == "mine" and f.get(RELABEL) is None:
@@ -268,3 +263,14 @@ def _n(count: int, noun: str) -> str:
 PIPELINE = Stage("pipeline", PipelineOptions, pipeline_stage, check=check, reads=("docs",),
                  # not staged: its sub-folders are the stages' own runs, each swapped in whole
                  writes={"funnel": FUNNEL}, appends=True)
+STAGES.register(PIPELINE.name, PIPELINE)
+
+
+def _relabel() -> Stage:
+    """The filter stage under the name of its folder and recipe: an LLM judge on mined negatives."""
+    from curate.filter.main import STAGE as FILTER
+
+    return dataclasses.replace(FILTER, name=RELABEL)
+
+
+STAGES.register(RELABEL, _relabel())

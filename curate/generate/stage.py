@@ -27,7 +27,7 @@ from typing import Any
 
 from curate.core.errors import CurateError
 from curate.core.executor import Executor
-from curate.core.stage import Stage
+from curate.core.stage import STAGES, FunnelRow, Stage
 from curate.llm.options import LLMOptions
 
 GENERATED, FAILED = "generated.jsonl", "failed.jsonl"
@@ -480,15 +480,17 @@ def funnel(report: dict[str, Any], folder: Path) -> dict[str, Any]:
             "copies_asked_again": asked, "copies_left": left}
 
 
-def funnel_lines(g: dict[str, Any]) -> list[tuple[str, str]]:
+def present(g: dict[str, Any]) -> FunnelRow:
     from rich.markup import escape
 
     why = escape(", ".join(f"{k}: {v}" for k, v in g["failure_reasons"].items()))
     asked, left = g.get("copies_asked_again", 0), g.get("copies_left", 0)
     copies = (f"; {asked} copied their passage and were asked for again, {left} still copy (the filter's "
               "copy guard judges them)") if asked else ""
-    return [("generate", f"{g['sampled']} passages sampled, {g['ok']} queries written, {g['failed']} failed"
-                         + (f" ({why})" if why else "") + copies)]
+    return FunnelRow(lines=[("generate", f"{g['sampled']} passages sampled, {g['ok']} queries written, "
+                                         f"{g['failed']} failed" + (f" ({why})" if why else "") + copies)],
+                     cells=[("passages sampled", "sampled"), ("records written", "ok"), ("failed", "failed")],
+                     dropped=dict(g.get("failure_reasons") or {}))
 
 
 def spec_files(opts: GenerateOptions) -> list[Path]:
@@ -515,4 +517,5 @@ def spec_files(opts: GenerateOptions) -> list[Path]:
 STAGE = Stage("generate", GenerateOptions, generate_stage, check=check, also_reads=spec_files,
               reads=("tasks_file", "pairs", "corpus"),
               writes={"records": GENERATED, "drops": FAILED, "corpus": CORPUS}, appends=True,
-              summary=summary, funnel=funnel, funnel_lines=funnel_lines)
+              summary=summary, funnel=funnel, present=present)
+STAGES.register(STAGE.name, STAGE)

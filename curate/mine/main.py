@@ -17,7 +17,7 @@ from curate.core.errors import CurateError
 from curate.core.jsonl import atomic_write_jsonl
 from curate.core.params import range_problem
 from curate.core.runner import REJECTED
-from curate.core.stage import REPORT, Stage
+from curate.core.stage import REPORT, STAGES, FunnelRow, Stage
 from curate.mine import report as rep
 from curate.mine.ensemble import ENSEMBLES, Pick, assign_cross, interleave
 from curate.negatives.sharded import ShardedIndex, build_index
@@ -355,12 +355,14 @@ def funnel(report: dict[str, Any], folder: Path) -> dict[str, Any]:
             "plots": [str(folder / p) for p in report.get("plots", [])]}
 
 
-def funnel_lines(m: dict[str, Any]) -> list[tuple[str, str]]:
-    return [("mine", f"{m['records']} of {m['records_in']} records mined, {m['negatives']} negatives "
-                     f"({m['negatives_per_record']:.2f} per record)")]
+def present(m: dict[str, Any]) -> FunnelRow:
+    return FunnelRow(lines=[("mine", f"{m['records']} of {m['records_in']} records mined, {m['negatives']} negatives "
+                                     f"({m['negatives_per_record']:.2f} per record)")],
+                     cells=[("records in", "records_in"), ("records mined", "records"), ("negatives", "negatives")])
 
 
 STAGE = Stage("mine", MineOptions, mine_stage, check=check, reads=("data", "qrels", "pairs", "records", "corpus", "check_qrels",
                                                "preset_modules"),
               writes={"records": MINED, "drops": REJECTED}, summary=summary, funnel=funnel,
-              funnel_lines=funnel_lines)
+              present=present)
+STAGES.register(STAGE.name, STAGE)

@@ -7,7 +7,6 @@ knows no stage's report layout beyond the few facts it draws charts and tables f
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 from collections import Counter
@@ -16,11 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from curate.core.errors import CurateError
+from curate.core.stage import STAGES
 from curate.report.sample import count_lines, records_by_id, sample_lines
 
-PIPELINE_ORDER = ("generate", "filter", "mine", "relabel", "export")
-_STAGE_MODULES = {"generate": "curate.generate.stage", "filter": "curate.filter.main", "relabel": "curate.filter.main",
-                  "mine": "curate.mine.main", "export": "curate.export.main", "convert": "curate.convert.main"}
 ABLATE_REPORT = "ablate_report.json"
 RANK_BUCKETS = (("1", 1, 1), ("2-3", 2, 3), ("4-10", 4, 10), ("11-100", 11, 100), (">100", 101, 10**12))
 
@@ -33,10 +30,6 @@ def _json(path: Path) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) else None
 
 
-def _stage(name: str):
-    return importlib.import_module(_STAGE_MODULES[name]).STAGE
-
-
 def collect(folder: str | Path, *, sample: int = 2000, seed: int = 0) -> dict[str, Any]:
     """Everything the page shows about the run in ``folder``; ``sample`` kept and ``sample``
     dropped records at most, drawn with ``seed``."""
@@ -45,7 +38,7 @@ def collect(folder: str | Path, *, sample: int = 2000, seed: int = 0) -> dict[st
         raise CurateError(f"{folder}: no such run folder")
     run = _json(folder / "run.json") or {}
     data: dict[str, Any] = {"folder": str(folder.resolve()), "made": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                            "funnel": [], "documents": None, "costs": [], "export": None, "ablate": None,
+                            "funnel": [], "documents": None, "costs": [], "details": [], "ablate": None,
                             "records": [], "charts": [], "sample": None, "stopped": None, "earlier": [],
                             "unfinished": None}
     started = _json(folder / ".curate-started.json") or {}  # the runner's note, written before any stage
@@ -59,16 +52,19 @@ def collect(folder: str | Path, *, sample: int = 2000, seed: int = 0) -> dict[st
         # only the stages this run reached are its own: a folder an earlier run left (this one
         # stopped before it) is named as such, never presented as this run's
         this_run = pipeline.get("stages") or {}
+        order = pipeline.get("order") or list(this_run)
         parts = [(name, folder / name, this_run[name], pipeline.get(name))
-                 for name in PIPELINE_ORDER if name in this_run and (folder / name).is_dir()]
-        data["earlier"] = [name for name in PIPELINE_ORDER if name not in this_run and (folder / name).is_dir()]
+                 for name in this_run if name in STAGES and (folder / name).is_dir()]
+        data["earlier"] = [name for name in (*order, *STAGES.names()) if name not in this_run
+                           and (folder / name).is_dir() and (folder / name / "run.json").is_file()]
+        data["earlier"] = list(dict.fromkeys(data["earlier"]))
         if not pipeline.get("finished", True):  # killed, or still running
-            data["unfinished"] = [name for name in PIPELINE_ORDER if name not in this_run]
+            data["unfinished"] = [name for name in order if name not in this_run]
     elif (folder / ABLATE_REPORT).is_file():
         data["kind"] = "ablate"
         data["ablate"] = _ablate(folder)
         parts = []
-    elif run.get("stage") in _STAGE_MODULES:
+    elif run.get("stage") in STAGES and run.get("stage") != "pipeline":
         data["kind"] = run["stage"]
         parts = [(run["stage"], folder, "ran", None)]
     else:
@@ -79,12 +75,12 @@ def collect(folder: str | Path, *, sample: int = 2000, seed: int = 0) -> dict[st
         if report is None:
             continue
         if entry is None:
-            stage = _stage("filter" if name == "relabel" else name)
+            stage = STAGES.get(name)
             entry = stage.funnel(report, path) if stage.funnel else None
         data["funnel"].append(_funnel_row(name, state, entry))
         data["costs"].append(_cost_row(name, path, report))
-        if name == "export":
-            data["export"] = _export(report)
+        if STAGES.get(name).details is not None:
+            data["details"].append({"stage": name, "rows": STAGES.get(name).details(report)})
     if parts:
         _sample_records(data, parts, sample, seed)
     return data
@@ -94,45 +90,25 @@ def collect(folder: str | Path, *, sample: int = 2000, seed: int = 0) -> dict[st
 
 
 def _funnel_row(name: str, state: str | None, entry: dict[str, Any] | None) -> dict[str, Any]:
-    """One stage's line: what it took in, kept and dropped (by reason), with each number's
-    key in ``pipeline.json`` so a reader (and a test) can check it there."""
-    row: dict[str, Any] = {"stage": name, "state": state, "steps": [], "cells": []}
-    e = entry or {}
-
-    def cell(label: str, key: str) -> None:
-        value = e
+    """One stage's line, drawn from the stage's own ``FunnelRow`` (what the terminal prints too):
+    what it took in, kept and dropped (by reason), with each number's key in ``pipeline.json``
+    so a reader (and a test) can check it there."""
+    row: dict[str, Any] = {"stage": name, "state": state, "steps": [], "cells": [], "dropped": {}}
+    stage = STAGES.get(name)
+    if not entry or stage.present is None:
+        return row
+    shown = stage.present(entry)
+    for label, key in shown.cells:
+        value: Any = entry
         for part in key.split("."):
             value = value.get(part) if isinstance(value, dict) else None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             row["cells"].append({"label": label, "value": value, "key": f"{name}.{key}"})
-
-    if name == "generate":
-        cell("passages sampled", "sampled"), cell("records written", "ok"), cell("failed", "failed")
-        row["dropped"] = e.get("failure_reasons") or {}
-    elif name == "export":
-        cell("rows", "rows")
-        for fmt, split in (e.get("formats") or {}).items():
-            cell(f"{fmt} train", f"formats.{fmt}.train"), cell(f"{fmt} dev", f"formats.{fmt}.dev")
-        row["dropped"] = {}
-    elif e.get("relabel"):
-        cell("records", "records"), cell("negatives in", "negatives_in"), cell("negatives kept", "negatives_kept")
-        cell("records changed", "records_changed")
-        row["dropped"] = e.get("verdicts") or {}
-    elif name == "mine":
-        cell("records in", "records_in"), cell("records mined", "records"), cell("negatives", "negatives")
-        row["dropped"] = {}
-    else:
-        cell("records in", "records_in"), cell("records kept", "records_kept")
-        dropped: Counter = Counter()
-        for i, s in enumerate(e.get("steps") or []):
-            lost = s.get("records_dropped") or {}
-            dropped.update(lost)
-            n_in = s.get("records_in") or 0
-            row["steps"].append({"step": s.get("step"), "in": s.get("records_in"), "kept": s.get("records_kept"),
-                                 "key": f"{name}.steps.{i}",
-                                 "dropped": [{"reason": r, "count": c, "share": c / n_in if n_in else 0.0}
-                                             for r, c in sorted(lost.items(), key=lambda kv: -kv[1])]})
-        row["dropped"] = dict(dropped)
+    row["dropped"] = dict(shown.dropped)
+    for i, (step, n_in, kept, lost) in enumerate(shown.steps):
+        row["steps"].append({"step": step, "in": n_in, "kept": kept, "key": f"{name}.steps.{i}",
+                             "dropped": [{"reason": r, "count": c, "share": c / n_in if n_in else 0.0}
+                                         for r, c in sorted(lost.items(), key=lambda kv: -kv[1])]})
     return row
 
 
@@ -172,18 +148,6 @@ def _cost_row(name: str, path: Path, report: dict[str, Any]) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- export and ablate
 
 
-def _export(report: dict[str, Any]) -> dict[str, Any]:
-    c = report.get("counts") or {}
-    hub = report.get("hub") or {}
-    params = report.get("parameters") or {}
-    return {"splits": {k: c[k] for k in ("train", "dev") if isinstance(c.get(k), int)},
-            "levels": c.get("level") or {}, "families": c.get("task_type") or {},
-            "negatives_per_row": (report.get("negatives_per_row") or {}).get("chose", params.get("negatives_per_row")),
-            "instruction": params.get("instruction"), "formats": list((report.get("outputs") or {}).keys()),
-            "languages": hub.get("language") or [], "license": hub.get("license"),
-            "license_missing_for": hub.get("license_missing_for") or [], "curriculum": params.get("curriculum")}
-
-
 def _ablate(folder: Path) -> dict[str, Any]:
     import base64
 
@@ -207,9 +171,7 @@ def _files(parts: list[tuple[str, Path, Any, Any]]) -> tuple[tuple[str, Path] | 
     drops: list[tuple[str, Path, Path | None]] = []
     previous: Path | None = None
     for name, path, _state, _entry in parts:
-        if name == "export":
-            continue
-        stage = _stage("filter" if name == "relabel" else name)
+        stage = STAGES.get(name)
         records = stage.path(path) if "records" in stage.writes else None
         source = previous if len(parts) > 1 else _input_of(path)
         if "drops" in stage.writes and stage.path(path, "drops").is_file():

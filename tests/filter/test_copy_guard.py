@@ -18,7 +18,7 @@ import pytest
 from curate.core.errors import CurateError
 from curate.core.records import Negative, Record
 from curate.filter.base import FilterContext
-from curate.filter.main import funnel, funnel_lines
+from curate.filter.main import funnel, present
 from curate.filter.steps.heuristics import heuristics
 from tests.filter.common import four_gram_share
 from tests.helpers import REPO, SHARED_DATA, assert_one_line_error, run_curate
@@ -244,7 +244,7 @@ def test_the_cli_refuses_a_bad_value_and_the_funnel_shows_the_guard(tmp_path):
     f = funnel(report, out)
     assert f["steps"][0]["example"] == {"reason": "query-copies-positive", "query": "Question: How vaccines work",
                                         "containment": 0.5}
-    line = dict(enumerate(text for _, text in funnel_lines(f)))[1]
+    line = dict(enumerate(text for _, text in present(f).lines))[1]
     assert line == ("  heuristics: 1 of 4 kept, 3 dropped (query-copies-positive 2, query-copied 1), "
                     "e.g. query-copies-positive: \"Question: How vaccines work\" (50% of its word n-grams in its "
                     "passage)")

@@ -51,8 +51,9 @@ def test_a_pipeline_runs_page_holds_its_funnel_records_and_drops(demo):
     assert costs["filter"]["seconds"] == json.loads((out / "filter" / "run.json").read_text())["seconds"]
     titles = {c["title"] for c in data["charts"]}
     assert {"teacher scores", "margins", "positive ranks"} <= titles
-    assert data["export"]["splits"] == {"train": funnel["export"]["formats"]["sentence-transformers"]["train"],
-                                        "dev": funnel["export"]["formats"]["sentence-transformers"]["dev"]}
+    split = funnel["export"]["formats"]["sentence-transformers"]
+    assert [d["stage"] for d in data["details"]] == ["export"], "the export stage's own table, drawn from its report"
+    assert dict(data["details"][0]["rows"])["rows"] == f"train {split['train']}, dev {split['dev']}"
 
 
 @pytest.mark.parametrize("stage", ["generate", "filter", "mine", "export"])
@@ -69,7 +70,7 @@ def test_a_single_stage_folder_has_a_page_too(demo, stage, tmp_path):
         assert drops and all(r["query"] for r in drops)
         assert len([r for r in data["records"] if r["status"] == "kept"]) == len(read_jsonl(out / "filter" / "filtered.jsonl"))
     if stage == "export":
-        assert data["export"]["formats"] == ["sentence-transformers"] and data["records"] == []
+        assert dict(data["details"][0]["rows"])["formats"] == "sentence-transformers" and data["records"] == []
 
 
 def test_the_sample_is_seeded_and_the_counts_stay_exact(tmp_path):
