@@ -2,7 +2,7 @@
 served and how long a request to it may wait, on every command that takes a teacher
 (``filter``, ``mine``, ``convert``, ``eval``, ``ablate``, ``pipeline``).
 
-Both go into the process's environment (``curate.embed.api.BASE_URL_ENV`` and ``TIMEOUT_ENV``)
+Both go into the process's environment (``curate.embed.kinds.api.BASE_URL_ENV`` and ``TIMEOUT_ENV``)
 while the option is parsed, where every teacher the run builds finds them, in this process and
 in the Ray workers it starts, so no stage's options have to carry them."""
 
@@ -16,7 +16,7 @@ from curate.cli.options import options_from
 
 def _remember(ctx, param, values):
     if values:
-        from curate.embed.api import BASE_URL_ENV
+        from curate.embed.kinds.api import BASE_URL_ENV
 
         os.environ[BASE_URL_ENV] = " ".join(values)
     return values
@@ -24,7 +24,7 @@ def _remember(ctx, param, values):
 
 def _remember_timeout(ctx, param, value):
     if value is not None:
-        from curate.embed.api import TIMEOUT_ENV
+        from curate.embed.kinds.api import TIMEOUT_ENV
 
         os.environ[TIMEOUT_ENV] = repr(float(value))
     return value

@@ -132,7 +132,7 @@ def _describe(obj: Any) -> str:
     """Where an entry was defined, as ``module.name (package P)`` (a wrapper such as a filter
     step's ``Step``: where its function was)."""
     target = obj if isinstance(obj, type) or callable(obj) and hasattr(obj, "__qualname__") else \
-        getattr(obj, "fn", None) or type(obj)
+        getattr(obj, "fn", None) or getattr(obj, "build", None) or type(obj)
     module = getattr(target, "__module__", None) or "?"
     return f"{module}.{getattr(target, '__qualname__', '?')} (package {module.split('.')[0]})"
 

@@ -41,6 +41,9 @@ class Step:
     params: type  # its parameters dataclass: names, types, ranges and defaults
     check: Callable[[dict[str, Any]], Any] | None = None  # deeper value checks, run at recipe load
     kind: StepKind = "global"
+    # what the step cannot run without, said before any step runs (None: it needs no corpus); the
+    # text is the one line a run without ``--corpus`` stops with
+    needs_corpus: str | None = None
 
     def __post_init__(self):
         if self.kind not in ("map", "global"):
@@ -51,15 +54,15 @@ STEPS: Registry[Step] = Registry("filter step", "curate.filter_steps", builtin=(
 
 
 def register(name: str, params: type, check: Callable[[dict[str, Any]], Any] | None = None,
-             kind: StepKind = "global") -> Callable[[StepFn], StepFn]:
+             kind: StepKind = "global", needs_corpus: str | None = None) -> Callable[[StepFn], StepFn]:
     """Make the decorated function the step recipes call ``name``; ``params`` is its parameters
-    dataclass, ``check`` an optional deeper check of a recipe's values, ``kind`` as ``Step``
-    says. The function itself is returned unchanged."""
+    dataclass, ``check`` an optional deeper check of a recipe's values, ``kind`` and
+    ``needs_corpus`` as ``Step`` says. The function itself is returned unchanged."""
     if kind not in ("map", "global"):
         raise ValueError(f"step {name!r}: kind must be 'map' or 'global', not {kind!r}")
 
     def deco(fn: StepFn) -> StepFn:
-        STEPS.register(name, Step(fn, params, check, kind))
+        STEPS.register(name, Step(fn, params, check, kind, needs_corpus))
         return fn
 
     return deco

@@ -90,11 +90,12 @@ class FilterOptions:
 
 def check(opts: FilterOptions) -> None:
     """The recipe loads and has what its steps need, before any step runs or any model loads."""
-    recipe = load_recipe(opts.recipe)
-    if not opts.corpus and any(step.name == "round_trip" for step in recipe.steps):
-        from curate.filter.steps.round_trip import NO_CORPUS
+    from curate.filter.base import STEPS
 
-        raise CurateError(NO_CORPUS)
+    recipe = load_recipe(opts.recipe)
+    needs = [STEPS.get(step.name).needs_corpus for step in recipe.steps if not opts.corpus]
+    if any(needs):
+        raise CurateError(next(n for n in needs if n))
     if opts.teacher:
         from curate.mine.main import _check_teachers
 

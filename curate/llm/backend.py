@@ -44,10 +44,9 @@ class Backend(Protocol):
 
 
 BackendFactory = Callable[[ClientConfig, RequestCache], Backend]
-BACKENDS: Registry[BackendFactory] = Registry("LLM backend", "curate.backends", normalize=str.lower)
+BACKENDS: Registry[BackendFactory] = Registry("LLM backend", "curate.backends", builtin=("curate.llm.backends",),
+                                              normalize=str.lower)
 register_backend = BACKENDS.register  # @register_backend("mine") on the class (see the module docstring)
-register_backend("http", LLMClient)
-register_backend("https", LLMClient)
 
 
 def backend_for(base_urls) -> BackendFactory:

@@ -14,7 +14,8 @@ and ``curate mine --method topk-floor`` uses it once its module is imported: pre
 ``PRESETS`` registry, which holds the shipped ones (below), a plugin's (a module named in the
 ``curate.presets`` entry-point group) and a user's file's (``curate mine --preset-module file.py``).
 
-The shipped ones are NV-Retriever's methods with their best settings (Table 3 of the paper).
+The shipped ones are NV-Retriever's methods with their best settings (Table 3 of the paper),
+one module each in ``curate/negatives/methods/``, found by that folder.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import Any
 from curate.core.errors import CurateError
 from curate.core.params import field_range, range_problem
 from curate.core.registry import Registry
-from curate.negatives.knobs import DEPRECATED, KNOBS, Ceiling, Knobs, translate_deprecated
+from curate.negatives.knobs import DEPRECATED, KNOBS, Knobs, translate_deprecated
 from curate.negatives.select import Thresholds
 
 
@@ -42,7 +43,7 @@ class Preset:
     check: Callable[[dict[str, Any]], str | None] | None = None  # an error text, or None when fine
 
 
-PRESETS: Registry[Preset] = Registry("mining method", "curate.presets", builtin=("curate.negatives.presets",),
+PRESETS: Registry[Preset] = Registry("mining method", "curate.presets", builtin=("curate.negatives.methods",),
                                      normalize=str.lower)
 
 
@@ -60,17 +61,32 @@ def preset(name: str, defaults: dict[str, Any] | None = None,
     return deco
 
 
+# preset modules imported in this process: the bytes they had and the names they registered
+_LOADED: dict[Path, tuple[bytes, set[str]]] = {}
+
+
 def load_preset_module(path: str | Path) -> None:
-    """Import a user's file of ``@preset`` functions (``curate mine --preset-module``)."""
+    """Import a user's file of ``@preset`` functions (``curate mine --preset-module``), once a
+    process for the same bytes (a stage's check and its run both ask for it)."""
     path = Path(path)
     spec = importlib.util.spec_from_file_location(f"curate_user_preset_{path.stem}", path)
     if spec is None or not path.is_file():
         raise CurateError(f"{path}: no such preset module")
+    data = path.read_bytes()
+    before = _LOADED.get(path.resolve())
+    if before is not None and before[0] == data:
+        return
+    for name in before[1] if before else ():  # the file was edited: its new version replaces its old
+        PRESETS.unregister(name)
+    names = set(PRESETS.names())
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
+    except CurateError:
+        raise
     except Exception as e:  # a user's file: say which and why, in one line
         raise CurateError(f"{path}: cannot import: {type(e).__name__}: {e}") from None
+    _LOADED[path.resolve()] = (data, set(PRESETS.names()) - names)
 
 
 @dataclass(kw_only=True)
@@ -156,53 +172,3 @@ class Method(Knobs):
             name, convert = old.get(k, (k, None))
             shown[name] = convert(v) if convert else v
         return shown
-
-
-# --------------------------------------------------------------------------- NV-Retriever's methods
-
-
-@preset("naive")
-def naive(knobs: dict[str, Any]) -> Thresholds:
-    """Every candidate, best first (Naive Top-K)."""
-    return Thresholds()
-
-
-@preset("shift", {"shift": 10})
-def shift(knobs: dict[str, Any]) -> Thresholds:
-    """All but the first ``shift`` candidates (Top-K shifted by N): sentence-transformers'
-    ``range_min`` N with no ``range_max``."""
-    return Thresholds(rank_min=int(knobs["shift"]) + 1) if knobs["shift"] else Thresholds()
-
-
-def _check_window(knobs: dict[str, Any]) -> str | None:
-    lo, hi = knobs["range_min"], knobs["range_max"]
-    return None if 0 <= lo < hi else f"--range-min {lo} / --range-max {hi}: need 0 <= range-min < range-max"
-
-
-# SFR-Embedding / Linq's window, ranks 30..100: the first 29 candidates skipped
-@preset("window", {"range_min": 29, "range_max": 100}, _check_window)
-def window(knobs: dict[str, Any]) -> Thresholds:
-    """Candidates ranked ``range_min + 1`` .. ``range_max`` (1-based): the first ``range_min``
-    skipped, none deeper than ``range_max``, as sentence-transformers counts them."""
-    return Thresholds(rank_min=int(knobs["range_min"]) + 1, rank_max=int(knobs["range_max"]))
-
-
-@preset("abs", {"max_score": 0.7})
-def absolute(knobs: dict[str, Any]) -> Thresholds:
-    """Candidates scoring at most ``max_score`` (TopK-Abs)."""
-    return Thresholds(max_score=float(knobs["max_score"]))
-
-
-@preset("marginpos", {"absolute_margin": Ceiling.margin})
-def marginpos(knobs: dict[str, Any]) -> Thresholds:
-    """Candidates scoring at most ``pos - absolute_margin`` (TopK-MarginPos)."""
-    return Thresholds(margin=float(knobs["absolute_margin"]))
-
-
-@preset("percpos", {"relative_margin": 0.05})  # the share 0.95 of NV-Retriever's best setting
-def percpos(knobs: dict[str, Any]) -> Thresholds:
-    """Candidates scoring at most ``pos - |pos| * relative_margin`` (TopK-PercPos: the share
-    ``1 - relative_margin`` of a positive ``pos``). The ceiling takes ``round(1 - percent, 12)``,
-    which gives back ``relative_margin`` itself (to 12 places), so the floats are the ones the
-    share gave before the rename."""
-    return Thresholds(percent=1.0 - float(knobs["relative_margin"]))

@@ -159,7 +159,7 @@ def test_the_llm_server_and_the_teachers_server_stay_apart(monkeypatch):
     import os
 
     import curate.flows.pipeline as pipeline
-    from curate.embed.api import BASE_URL_ENV
+    from curate.embed.kinds.api import BASE_URL_ENV
 
     seen = {}
     monkeypatch.setenv(BASE_URL_ENV, "")  # restored (unset) afterwards; the option sets it in os.environ

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from curate.core.errors import CurateError
-from curate.embed.api import ApiEmbedder
+from curate.embed.kinds.api import ApiEmbedder
 from curate.embed.cache import EmbeddingCache
 from curate.embed.teacher import Teacher
 from tests.fake_llm_server import FakeLLMServer, _vector

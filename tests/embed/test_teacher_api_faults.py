@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from curate.core.errors import CurateError
-from curate.embed.api import DEFAULT_TIMEOUT, STALL_TIMEOUTS, ApiEmbedder
+from curate.embed.kinds.api import DEFAULT_TIMEOUT, STALL_TIMEOUTS, ApiEmbedder
 from curate.embed.cache import EmbeddingCache
 from curate.embed.teacher import Teacher, checked_vectors
 from tests.fake_llm_server import FakeLLMServer

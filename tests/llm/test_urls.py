@@ -83,7 +83,7 @@ def test_binary_base_url_file_is_one_line(tmp_path):
 
 
 def test_teacher_base_url_reads_files_the_same_way(tmp_path):
-    from curate.embed.api import ApiEmbedder
+    from curate.embed.kinds.api import ApiEmbedder
 
     f = tmp_path / "urls.txt"
     f.write_text("# teacher replicas\nhttp://a:1/v1\n")

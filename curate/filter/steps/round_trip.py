@@ -61,7 +61,7 @@ def rank_counts(ranks: list[int]) -> dict[str, int]:
     return counts
 
 
-@register("round_trip", RoundTripParams)
+@register("round_trip", RoundTripParams, needs_corpus=NO_CORPUS)
 def round_trip(records, params, ctx):
     p = check_params("round_trip", RoundTripParams, params)
     if not ctx.corpus:

