@@ -133,8 +133,8 @@ def _identity(stage: Stage, opts: Any) -> dict[str, Any]:
                if f.name not in skip and f.name not in _HOW_FIELDS and f.metadata.get("fingerprint", True)
                and not (f.metadata.get("fingerprint") == "if-set" and getattr(opts, f.name) == f.default)}
     inputs = {name: _input_digests(getattr(opts, name)) for name in stage.reads}
-    if stage.also_reads is not None:
-        inputs["also"] = [_input_digests(p) for p in stage.also_reads(opts)]
+    if stage.also_reads is not None:  # by short name (folder/file), so a moved folder is the same run
+        inputs["also"] = {f"{Path(p).parent.name}/{Path(p).name}": file_digest(p) for p in stage.also_reads(opts)}
     return {"stage": stage.name, "options": _plain(options), "inputs": inputs}
 
 
@@ -274,8 +274,12 @@ def _changed_flags(old: Any, new: dict[str, Any], opts: Any) -> list[str]:
     before, after = flat(old["options"]), flat(new["options"])
     changed = [flags.get(k, k) for k in sorted(set(before) | set(after)) if before.get(k) != after.get(k)]
     inputs_before = old.get("inputs") if isinstance(old.get("inputs"), dict) else {}
-    changed += ["a file it reads (a spec, template, bank or recipe)" if k == "also" else f"the {flags.get(k, k)} input"
-                for k in new["inputs"] if inputs_before.get(k) != new["inputs"][k]]
+    changed += [f"the {flags.get(k, k)} input" for k in new["inputs"]
+                if k != "also" and inputs_before.get(k) != new["inputs"][k]]
+    also_before, also = inputs_before.get("also"), new["inputs"].get("also")
+    if isinstance(also_before, dict) and isinstance(also, dict):  # files both runs read, edited since
+        changed += [f"{name} (a file it reads)" for name in sorted(also) if name in also_before
+                    and also_before[name] != also[name]]
     return changed
 
 

@@ -180,30 +180,6 @@ def answer_to_record(spec: TaskSpec, item: Item, example: Example, meta: dict[st
     )
 
 
-async def generate(
-    spec: TaskSpec,
-    items: Sequence[Item],
-    client: LLMClient,
-    out_dir: Path,
-    stats: RunStats,
-    overrides: dict[str, Any] | None = None,
-    prompt_dirs: Sequence[str | Path] = (),
-    retry_failed: bool = False,
-    progress=None,
-    max_chars: int | None = None,
-    copy_retries: int = 0,
-) -> RunStats:
-    """Run every planned item (``plan_items``, ``pair_items``, ``corpus_items``) of one family not
-    finished yet; a query copied from its given passage is asked for again up to ``copy_retries``
-    times. Several families go through one queue with ``curate.generate.queue.run_families``."""
-    from curate.generate.queue import Asking, Family, run_families
-
-    await run_families([Family(spec, list(items), stats)], client, Path(out_dir),
-                       Asking(dict(overrides or {}), tuple(str(d) for d in prompt_dirs), max_chars, copy_retries),
-                       retry_failed, progress)
-    return stats
-
-
 def asked_spec(spec: TaskSpec, items: Sequence[Item]) -> TaskSpec:
     """The spec the items are asked with: what they bring is not asked for (``TaskSpec.taking``)."""
     return spec.taking(k for it in items for k in it.given)
@@ -288,7 +264,7 @@ def still_copies(copy: dict[str, Any]) -> bool:
     return is_copy(copy["containment"][copy["kept"]])
 
 
-def _count_copy(stats: RunStats, copy: dict[str, Any]) -> None:
+def count_copy(stats: RunStats, copy: dict[str, Any]) -> None:
     """The run's counts of queries asked for again, and of those that still copy."""
     extra = stats.extra
     extra["copies_asked_again"] = extra.get("copies_asked_again", 0) + 1
@@ -298,7 +274,7 @@ def _count_copy(stats: RunStats, copy: dict[str, Any]) -> None:
     stats.completion_tokens += copy["tokens"]["completion"]
 
 
-def _drop_failed(out_dir: Path, ids: set[str]) -> set[str]:
+def drop_failed(out_dir: Path, ids: set[str]) -> set[str]:
     """Forget earlier final failures of these items so they are tried again; return their ids."""
     path = out_dir / FAILED
     if not path.exists():

@@ -33,6 +33,7 @@ from typing import Any
 
 from curate.core.progress import RunStats
 from curate.generate.examples import FAILED, GENERATED, Item, finished_ids
+from curate.generate.queue import requests_by_family, run_queue
 
 PARTS = ".curate-parts"  # the shards' own records and failures until they are folded in
 _NOTE = "fingerprint.json"  # the run the parts belong to
@@ -144,7 +145,6 @@ class _Shard:
 
     async def run(self, shard: int, cfg: Any, cache_path: str | None, out_dir: str, specs: list,
                   queue: list[tuple[int, Item]], asking: Any, retried: set[str]) -> list[tuple[RunStats, int, int]]:
-        from curate.generate.queue import requests_by_family, run_queue
         from curate.llm.backend import open_backend
         from curate.llm.cache import RequestCache
 

@@ -184,7 +184,7 @@ def generate_stage(opts: GenerateOptions, run) -> dict[str, Any]:
     """Generate (query, positive, graded negatives) records into ``OUT/generated.jsonl``."""
     from curate.generate.brainstorm import brainstorm, fixed_tasks, load_tasks
     from curate.generate.examples import plan_items
-    from curate.generate.queue import Asking, Family, run_families
+    from curate.generate.families import Asking, Family, run_families
     from curate.core.progress import RunStats
 
     names, source = _families_and_source(opts)
