@@ -19,7 +19,7 @@ from typing import Any
 from curate.convert.main import ConvertOptions
 from curate.core.errors import CurateError
 from curate.core.executor import Executor
-from curate.core.stage import run_stage
+from curate.core.stage import STAGES, run_stage
 from curate.evaluate.main import EvalOptions
 from curate.export.main import ExportOptions
 from curate.filter.main import FilterOptions
@@ -31,7 +31,7 @@ from curate.report.main import ReportOptions
 
 __all__ = ["CurateError", "ConvertOptions", "EvalOptions", "Executor", "ExportOptions", "FilterOptions", "GenerateOptions",
            "LLMOptions", "MineOptions", "PipelineOptions", "ReportOptions", "StageOptions", "brainstorm", "convert", "evaluate",
-           "export", "filter", "generate", "mine", "pipeline", "report"]
+           "export", "filter", "generate", "mine", "pipeline", "report", "run"]
 
 
 def brainstorm(opts: StageOptions, n: int = 50) -> dict[str, Any]:
@@ -40,28 +40,26 @@ def brainstorm(opts: StageOptions, n: int = 50) -> dict[str, Any]:
     return brainstorm_stage(opts, n)
 
 
-def generate(opts: GenerateOptions) -> dict[str, Any]:
-    from curate.generate.stage import STAGE
+def run(stage: str, opts: Any, resume: bool = False) -> dict[str, Any]:
+    """Run the stage registered as ``stage`` (``curate.core.stage.STAGES``: a plugin's too) with
+    its options; ``resume``: not when a run with the same fingerprint finished in ``opts.out``."""
+    return run_stage(STAGES.get(stage), opts, resume=resume)[0]
 
-    return run_stage(STAGE, opts)[0]
+
+def generate(opts: GenerateOptions) -> dict[str, Any]:
+    return run("generate", opts)
 
 
 def filter(opts: FilterOptions) -> dict[str, Any]:  # noqa: A001  (the stage's name)
-    from curate.filter.main import STAGE
-
-    return run_stage(STAGE, opts)[0]
+    return run("filter", opts)
 
 
 def mine(opts: MineOptions) -> dict[str, Any]:
-    from curate.mine.main import STAGE
-
-    return run_stage(STAGE, opts)[0]
+    return run("mine", opts)
 
 
 def export(opts: ExportOptions) -> dict[str, Any]:
-    from curate.export.main import STAGE
-
-    return run_stage(STAGE, opts)[0]
+    return run("export", opts)
 
 
 def evaluate(opts: EvalOptions) -> dict[str, Any]:
@@ -71,9 +69,7 @@ def evaluate(opts: EvalOptions) -> dict[str, Any]:
 
 
 def convert(opts: ConvertOptions) -> dict[str, Any]:
-    from curate.convert.main import STAGE
-
-    return run_stage(STAGE, opts)[0]
+    return run("convert", opts)
 
 
 def pipeline(opts: PipelineOptions) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from typing import Any
 from curate.flows.ablate.grid import PAIRS, Arm, Grid
 from curate.core.errors import CurateError
 from curate.core.hashing import file_digest, value_digest
-from curate.core.stage import Stage, run_stage
+from curate.core.stage import STAGES, Stage, run_stage
 
 KEY = 12  # characters of a key (``value_digest``): a stage's folder, a run's result, a grid
 
@@ -171,10 +171,9 @@ def extract_stage() -> Stage:
     """The extracted-queries stage: its folder holds what a generate run's does (records and
     corpus, under the same names), but its marker names this stage, so it is never taken for a
     finished generate run (nor one for it)."""
-    from curate.generate.stage import STAGE as GENERATE
-
+    generate = STAGES.get("generate")
     return Stage("extract", ExtractOptions, run_extract, reads=("corpus",),
-                 writes={role: GENERATE.writes[role] for role in ("records", "corpus")})
+                 writes={role: generate.writes[role] for role in ("records", "corpus")})
 
 
 # ----------------------------------------------------------------------------- an arm's stages
@@ -190,10 +189,10 @@ def arm_stages(grid: Grid, arm: Arm, qrels: Path | None, work: Path) -> list[tup
     split is read. With ``queries: pairs``: ``generate --from-pairs`` on the training queries, the
     recipe and mining against ``data``'s corpus (no mining with ``mine: false``). The LLM's answers
     are cached beside the grids (``OUT/llm.sqlite``), so a new budget or grid reuses them."""
-    from curate.filter.main import STAGE as FILTER, FilterOptions
     from curate.llm.options import LLMOptions
-    from curate.mine.main import STAGE as MINE, MineOptions
 
+    FILTER, MINE = STAGES.get("filter"), STAGES.get("mine")
+    FilterOptions, MineOptions = FILTER.options, MINE.options
     if arm.generate is None:
         mined = work / "mined" / value_digest({"data": grid.data, "qrels": qrels.name, "mine": _mine_key(arm)},
                                               length=KEY)
@@ -239,9 +238,9 @@ def _source(grid: Grid, arm: Arm, qrels: Path | None, work: Path) -> tuple[Stage
     if g["queries"] not in ("llm", PAIRS):
         return extract_stage(), ExtractOptions(out=folder, corpus=grid.data, n=g["passages"], seed=g["seed"],
                                                queries=g["queries"])
-    from curate.generate.stage import STAGE as GENERATE, GenerateOptions
     from curate.llm.options import LLMOptions
 
+    GENERATE = STAGES.get("generate")
     llm = LLMOptions(base_urls=(g["base_url"],) if g["base_url"] else (), model=g["model"],
                      model_path=g["model_path"], cache=str(work.parent / "llm.sqlite"))
     source = ({"pairs": pairs_data(grid, qrels, work), "split": grid.split} if g["queries"] == PAIRS
@@ -250,7 +249,7 @@ def _source(grid: Grid, arm: Arm, qrels: Path | None, work: Path) -> tuple[Stage
         source["copy_retries"] = g["copy_retries"]
     if g.get("task"):
         source["tasks"] = (g["task"],)
-    return GENERATE, GenerateOptions(out=folder, seed=g["seed"], max_chars=g["max_chars"], llm=llm, **source)
+    return GENERATE, GENERATE.options(out=folder, seed=g["seed"], max_chars=g["max_chars"], llm=llm, **source)
 
 
 def arm_records(grid: Grid, arm: Arm, qrels: Path | None, work: Path) -> Path:
@@ -276,8 +275,8 @@ FORMAT = "sentence-transformers"  # what the runs train on
 def export_step(grid: Grid, arm: Arm, records: Path, seed: int, work: Path) -> tuple[Stage, Any]:
     """``export`` of the arm's records for one seed (no dev split), in a folder named by the
     export options with every default filled in."""
-    from curate.export.main import STAGE as EXPORT, ExportOptions
-
+    EXPORT = STAGES.get("export")
+    ExportOptions = EXPORT.options
     resolved = {k: v for k, v in asdict(ExportOptions(inputs=(), out="", **arm.export)).items()
                 if k not in ("inputs", "out")}
     folder = work / "exports" / value_digest({"records": str(records), "export": resolved, "seed": seed,
