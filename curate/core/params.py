@@ -79,7 +79,8 @@ def range_problem(meta: Mapping[str, Any], value: Any) -> str | None:
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return None
     if value != value or value in (float("inf"), float("-inf")):
-        return f"must be {range_text(meta) or 'a finite number'}"
+        text = range_text(meta)
+        return "must be a finite number" + (f" {text}" if text else "")
     text = range_text(meta)
     if text is None:
         return None

@@ -148,6 +148,15 @@ def is_done(stage: Stage, opts: Any, key: str | None = None) -> bool:
             and marker.get("report") == file_digest(folder / REPORT))
 
 
+def preflight(stage: Stage, opts: Any) -> None:
+    """Every check a run of ``stage`` makes before it starts: its numbers in their declared ranges
+    and finite (however the options were made), then the stage's own ``check``. The pipeline and
+    an ablation grid call it for every stage before the first one runs."""
+    check_values(opts)
+    if stage.check is not None:
+        stage.check(opts)
+
+
 def run_stage(stage: Stage, opts: Any, *, resume: bool = False, quiet: bool = False,
               **objects: Any) -> tuple[dict[str, Any], str]:
     """Run ``stage`` with ``opts`` (``resume``: not when a run with the same fingerprint finished
@@ -157,9 +166,7 @@ def run_stage(stage: Stage, opts: Any, *, resume: bool = False, quiet: bool = Fa
 
     folder = Path(opts.out)
     settle(folder)  # a killed run's swap is finished first, whatever this run then finds wrong
-    check_values(opts)  # numbers in their declared ranges, finite, however the options were made
-    if stage.check is not None:
-        stage.check(opts)
+    preflight(stage, opts)
     identity = _identity(stage, opts)  # its inputs hashed once, for the key and for what changed
     key = value_digest(identity)
     if resume and is_done(stage, opts, key):

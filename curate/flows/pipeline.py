@@ -28,7 +28,7 @@ from rich.markup import escape
 
 from curate.core.errors import CurateError
 from curate.core.jsonl import atomic_write_json
-from curate.core.stage import DONE, STAGES, Stage, report_of, run_stage
+from curate.core.stage import DONE, STAGES, Stage, preflight, report_of, run_stage
 from curate.llm.options import LLMOptions
 from curate.core.progress import console
 from curate.mine.options import MineOptions
@@ -97,8 +97,7 @@ def check(opts: PipelineOptions) -> None:
     if text_folder and docs.resolve() in (out.resolve(), *out.resolve().parents):
         raise CurateError(f"--out {out} lies inside DOCS {docs}: a re-run would read its files as documents")
     for stage, stage_opts in stages(opts, opts.llm, out):
-        if stage.check is not None:
-            stage.check(stage_opts)
+        preflight(stage, stage_opts)
 
 
 def pipeline_stage(opts: PipelineOptions, run) -> dict[str, Any]:

@@ -29,7 +29,7 @@ def _grid(tmp_path, beir, text):
 
 
 @pytest.mark.parametrize("text, needle", [
-    ("budget: {lr: .nan}\narms: {a: {}}", "budget: lr must be above 0.0, got nan"),
+    ("budget: {lr: .nan}\narms: {a: {}}", "budget: lr must be a finite number above 0.0, got nan"),
     ("budget: {lr: .inf}\narms: {a: {}}", "budget: lr must be a finite number"),
     ("budget: {steps: 2.9}\narms: {a: {}}", "budget: steps: expected a whole number, got 2.9"),
     ("budget: {steps: true}\narms: {a: {}}", "budget: steps: expected a whole number, got True"),

@@ -229,21 +229,20 @@ def _stage_checks(where: str, arm: Arm) -> None:
     knobs and ranges, export's curriculum and negatives per row, the filter recipe), so a value a
     stage would refuse stops the grid now, named by the grid file and the arm, not when that arm's
     turn comes. The checks are the stages' own, not a copy of their rules."""
-    from curate.export.main import ExportOptions, check_options
-    from curate.filter.recipe import load_recipe
-    from curate.mine.main import MineOptions, mine_config
+    from curate.core.stage import STAGES, preflight
 
-    def check(part: str, run: Any) -> None:
+    def check(part: str, options: Any) -> None:
         try:
-            run()
+            preflight(STAGES.get(part), options)
         except CurateError as e:
             raise CurateError(f"{where} {part}: {e}") from None
 
+    mine, export, filter_ = STAGES.get("mine"), STAGES.get("export"), STAGES.get("filter")
     with contextlib.redirect_stderr(io.StringIO()):  # a deprecated knob's note: the mine stage prints it
-        check("mine", lambda: mine_config(MineOptions(out="", **arm.mine)))
-    check("export", lambda: check_options(ExportOptions(inputs=(), out="", **arm.export)))
-    if arm.filter is not None:
-        check("filter", lambda: load_recipe(arm.filter))
+        check("mine", mine.options(out="", **arm.mine))
+    check("export", export.options(inputs=(), out="", **arm.export))
+    if arm.filter is not None:  # the grid's documents are the recipe's corpus
+        check("filter", filter_.options(inp="", out="", recipe=arm.filter, corpus="corpus.jsonl"))
 
 
 def _generate(path: Path, where: str, spec: dict[str, Any]) -> dict[str, Any] | None:
