@@ -16,10 +16,12 @@ def generate(**kw) -> None:
     resumes: finished items are not redone and cached requests are not sent again.
     With --from-pairs the query and positive are real ones, kept verbatim. With --from-corpus
     the positive is a passage of your documents, kept verbatim, and the model writes the query.
+    --from NAME=PATH takes items from an input source a plugin registers.
     """
     from curate.core.stage import run_stage
     from curate.generate.stage import STAGE, GenerateOptions
 
-    if not kw["tasks"] and not kw["pairs"] and not kw["corpus"]:
-        raise click.UsageError("Missing option '--task' (or give --from-pairs FILE or --from-corpus DOCS).")
+    if not kw["tasks"] and not kw["pairs"] and not kw["corpus"] and not kw["source"]:
+        raise click.UsageError("Missing option '--task' (or give --from-pairs FILE, --from-corpus DOCS or "
+                               "--from NAME=PATH).")
     run_stage(STAGE, from_options(GenerateOptions, kw))  # the stage runner prints where the corpus went

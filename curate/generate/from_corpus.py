@@ -28,6 +28,7 @@ from curate.generate.examples import Item, make_item, pinned_parts
 from curate.generate.languages import Pool
 
 FAMILY = "from-corpus"
+CORPUS = "corpus.jsonl"  # the passages, as the run writes them for the stages that search them
 
 
 def sample_passages(docs: Documents, n: int | None, seed: int) -> list[Passage]:

@@ -28,10 +28,10 @@ from typing import Any
 from curate.core.errors import CurateError
 from curate.core.executor import Executor
 from curate.core.stage import STAGES, FunnelRow, Stage
+from curate.generate.from_corpus import CORPUS  # the passages, which a next stage searches
 from curate.llm.options import LLMOptions
 
 GENERATED, FAILED = "generated.jsonl", "failed.jsonl"
-CORPUS = "corpus.jsonl"  # the passages of the user's documents, which a next stage searches
 
 
 @dataclass(kw_only=True)
@@ -105,6 +105,12 @@ class GenerateOptions(StageOptions):
         "help": "Your documents (a BEIR folder, a corpus JSONL, or a folder of .txt/.md/.html): the model "
                 "writes a query for each sampled passage, the passage is the positive; writes "
                 "OUT/corpus.jsonl; implies --task from-corpus."})
+    # items from an input source a plugin registers (curate.generate.source), as NAME=PATH
+    source: str | None = field(default=None, metadata={
+        "flag": "--from", "metavar": "NAME=PATH", "fingerprint_as": lambda v: v and v.partition("=")[0],
+        "help": "Items from an input source a plugin registers (curate.generate_sources): its name and the "
+                "file or folder it reads; --from pairs=FILE and --from corpus=DOCS are --from-pairs and "
+                "--from-corpus."})
     # client processes the one queue of requests is sharded over (with --base-url servers)
     executor: Executor = field(default_factory=Executor, metadata={
         "help_vars": {"what": "the queue of requests (on Ray: one client process a worker, each with its share "
@@ -147,25 +153,31 @@ def brainstorm_stage(opts: StageOptions, n: int = 50) -> dict[str, Any]:
     return run_llm_stage("brainstorm", opts, one)
 
 
-def _families_and_source(opts: GenerateOptions) -> tuple[tuple[str, ...], str | None]:
-    """The families asked for and where their inputs come from ("pairs", "corpus" or None)."""
+def _families_and_source(opts: GenerateOptions) -> tuple[tuple[str, ...], tuple[Any, str] | None]:
+    """The families asked for, and the input source with the path it reads (None: brainstormed
+    tasks, the model writes every text)."""
+    from curate.generate.source import SOURCES, parse_from
+
     names = tuple(opts.tasks)
-    if opts.pairs and opts.corpus:
-        raise CurateError("give --from-pairs or --from-corpus, not both")
-    if not names and not opts.pairs and not opts.corpus:
+    given = [flag for flag, v in (("--from-pairs", opts.pairs), ("--from-corpus", opts.corpus), ("--from", opts.source))
+             if v]
+    if len(given) > 1:
+        raise CurateError(f"give one of {', '.join(given)}, not several")
+    if not names and not given:
         raise CurateError("give --task (or --from-pairs FILE, or --from-corpus DOCS)")
     if opts.tasks_file and len(names) > 1:
         raise CurateError("--tasks-file goes with a single --task")
-    source = "pairs" if opts.pairs else "corpus" if opts.corpus else None
-    if source:
-        from curate.generate import from_corpus, from_pairs
-
-        flag, default = (("--from-pairs", from_pairs.FAMILY) if source == "pairs"
-                         else ("--from-corpus", from_corpus.FAMILY))
-        names = names or (default,)
-        if len(names) > 1 or "all" in names:
-            raise CurateError(f"{flag} goes with a single --task (default: {default})")
-    return names, source
+    if not given:
+        return names, None
+    if opts.source:
+        name, path = parse_from(opts.source)
+        source = SOURCES.get(name, where="--from")
+    else:
+        source, path = (SOURCES.get("pairs"), opts.pairs) if opts.pairs else (SOURCES.get("corpus"), opts.corpus)
+    names = names or (source.family,)
+    if len(names) > 1 or "all" in names:
+        raise CurateError(f"{source.flag} goes with a single --task (default: {source.family})")
+    return names, (source, path)
 
 
 def check(opts: GenerateOptions) -> None:
@@ -189,37 +201,22 @@ def generate_stage(opts: GenerateOptions, run) -> dict[str, Any]:
 
     names, source = _families_and_source(opts)
     given = load_tasks(Path(opts.tasks_file)) if opts.tasks_file else None
-    if source:
-        from curate.generate import from_corpus, from_pairs
     if opts.languages:
         _note_languages_ignored(names, opts.tasks_dirs)
     out = Path(opts.out)
-    pairs = docs = None
-    if opts.pairs:  # read and checked before any server starts
-        pairs = from_pairs.read_pairs(opts.pairs, opts.split)
-    if opts.corpus:
-        from curate.datasets.documents import read_documents
-
-        docs = read_documents(opts.corpus)
-        docs.check_target(out / CORPUS)
+    data = source[0].read(source[1], opts) if source else None  # read and checked before any server starts
     from curate.generate.languages import parse_languages
+    from curate.generate.source import Planning
 
     pool = parse_languages(opts.languages)  # read once (a weights file)
     planned: list[str] = []  # every item's id, families in turn, each family's items in plan order
 
     async def one(spec, client, stats, progress):
-        if pairs is not None or docs is not None:
+        if source is not None:
             tasks = load_tasks(Path(opts.tasks_file), spec.family) if given else fixed_tasks(spec)
             stats.extra["tasks_used"] = len(tasks)
-            if pairs is not None:
-                items = from_pairs.pair_items(spec, pairs, tasks, opts.seed, stats, opts.pins, opts.max_chars,
-                                              limit=opts.n, languages=pool)
-            else:
-                docs.write_corpus(out / CORPUS)  # the corpus filter --corpus and mine --corpus take
-                stats.extra["passages"] = len(docs.passages)
-                from_corpus.report_reading(docs, stats)
-                items = from_corpus.corpus_items(spec, docs, opts.n, tasks, opts.seed, stats, opts.pins,
-                                                 opts.max_chars, languages=pool)
+            items = source[0].items(spec, data, tasks, Planning(opts.n, opts.seed, dict(opts.pins), opts.max_chars,
+                                                                pool), stats, out)
         else:
             if given:
                 tasks = load_tasks(Path(opts.tasks_file), spec.family)
@@ -323,22 +320,17 @@ def _note_languages_ignored(names: Sequence[str], tasks_dirs: Sequence[str]) -> 
                           soft_wrap=True)
 
 
-def _check_inputs(names: Sequence[str], tasks_dirs: Sequence[str], source: str | None) -> None:
-    """Specs that take given inputs run with --from-pairs (query and positive) or --from-corpus
-    (positive), and only they do."""
+def _check_inputs(names: Sequence[str], tasks_dirs: Sequence[str], source) -> None:
+    """A spec that takes given inputs runs with a source that gives them (``--from-pairs``: query
+    and positive; ``--from-corpus``: the positive), and only such a spec does."""
     from curate.llm.taskspec import load_spec
 
     dirs = tuple(Path(d) for d in tasks_dirs)
     for name in families(names, tasks_dirs):
         spec = load_spec(name, dirs)
-        if source == "pairs" and not {"query", "positive"} <= {*spec.inputs, *spec.optional_inputs}:
-            raise CurateError(f"--from-pairs needs a spec whose 'inputs' are query and positive "
-                              f"({spec.family} asks the model for them)")
-        if source == "corpus":
-            from curate.generate.from_corpus import check_spec
-
-            check_spec(spec)
-        if source is None and spec.inputs:
+        if source is not None:
+            source[0].check_spec(spec)
+        elif spec.inputs:
             flag = "--from-corpus DOCS" if spec.inputs == ["positive"] else "--from-pairs FILE"
             raise CurateError(f"{spec.family}: each item needs its own {' and '.join(spec.inputs)}; "
                               f"give them with {flag}")
@@ -501,7 +493,7 @@ def spec_files(opts: GenerateOptions) -> list[Path]:
     from curate.llm.templates import template_files
 
     try:
-        names, _ = _families_and_source(opts)
+        names, source = _families_and_source(opts)
         dirs = tuple(Path(d) for d in opts.tasks_dirs)
         specs = [load_spec(name, dirs) for name in families(names, opts.tasks_dirs)]
     except CurateError:
@@ -511,7 +503,9 @@ def spec_files(opts: GenerateOptions) -> list[Path]:
         steps = [step for step in (spec.generate, spec.brainstorm) if step is not None]
         files += [spec.path, *template_files([step.template for step in steps], opts.prompts_dirs)]
         files += [bank_path(bank) for step in steps for bank in step.banks.values()]
-    return list(dict.fromkeys(f for f in files if f.is_file()))
+    if opts.source and source is not None:  # what a plugin's source reads (--from NAME=PATH)
+        files.append(Path(source[1]))
+    return list(dict.fromkeys(f for f in files if f.exists()))
 
 
 STAGE = Stage("generate", GenerateOptions, generate_stage, check=check, also_reads=spec_files,

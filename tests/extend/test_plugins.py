@@ -26,7 +26,7 @@ except ImportError:  # Python 3.10
     tomllib = pytest.importorskip("tomli")
 
 PLUGINS = REPO / "docs" / "examples" / "plugins"
-PACKAGES = ("filter-step", "export-format", "mining-preset", "llm-backend", "teacher-kind")
+PACKAGES = ("filter-step", "export-format", "mining-preset", "llm-backend", "teacher-kind", "generate-source")
 FAMILY = PLUGINS / "task-family"
 
 
@@ -157,6 +157,26 @@ def test_a_backend_plugin_generates_a_family_of_ones_own(tmp_path):
         assert r["meta"]["model"] == "echo" and r["meta"]["placeholders"]["field"] in fields
         assert r["query"].startswith("query: ") and r["positive"].startswith("positive: ")
         assert [n["text"].split(":")[0] for n in r["negatives"]] == [f"negatives[{i}].text" for i in (1, 2, 3)]
+
+
+def test_a_generate_source_plugin_brings_its_own_pairs(tmp_path):
+    """The TSV source reads pairs its own way; the echo backend writes their negatives."""
+    env = install(tmp_path / "site", "generate-source", "llm-backend")
+    pairs = scifact_pairs(3, max_chars=300)
+    tsv = tmp_path / "pairs.tsv"
+    tsv.write_text("".join(f"{q}\t{d}\n" for q, d in pairs), encoding="utf-8")
+    out = tmp_path / "g"
+    _ok(run_curate("generate", "--from", f"tsv={tsv}", "--base-url", "echo://local", "--model", "echo",
+                   "--out", str(out), env=env))
+    recs = read_jsonl(out / "generated.jsonl")
+    assert [(r["query"], r["positive"]) for r in recs] == pairs, "the pairs as the source read them, in order"
+    assert all(r["task_type"] == "from-pairs" and len(r["negatives"]) == 4 for r in recs)
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("a query without its passage\n", encoding="utf-8")
+    assert_one_line_error(run_curate("generate", "--from", f"tsv={bad}", "--base-url", "echo://local", "--model",
+                                     "echo", "--out", str(tmp_path / "b"), env=env), f"{bad}:1", "QUERY<TAB>POSITIVE")
+    assert_one_line_error(run_curate("generate", "--from", f"tvs={tsv}", "--out", str(tmp_path / "c"), env=env),
+                          "unknown generate input source 'tvs'", "did you mean tsv?")
 
 
 def test_a_misspelt_plugin_name_is_one_line_with_the_nearest(tmp_path, records, tiny_beir):
