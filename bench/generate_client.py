@@ -84,14 +84,14 @@ asyncio.run(main())
 def request_bodies(tasks: Path, n: int, model: str, max_chars: int | None) -> list[dict]:
     """The bodies ``curate generate`` sends for these tasks (its planning, draws and templates)."""
     from curate.generate.brainstorm import load_tasks
-    from curate.generate.examples import example_task, plan_items
+    from curate.generate.examples import Planning, example_task, plan_items
     from curate.llm.taskspec import load_spec
 
     spec = load_spec("short-long")
     step = spec.generate
     task = example_task(spec, max_chars=max_chars)
     bodies = []
-    for item in plan_items(spec, load_tasks(tasks, spec.family), n, 0, None, max_chars):
+    for item in plan_items(spec, load_tasks(tasks, spec.family), Planning(n, 0, max_chars=max_chars)):
         variables = step.variables(item.seed, None)
         variables.update(task=item.task.task, n_negatives=spec.n_negatives, task_type=spec.family)
         bodies.append({"model": model, "messages": task.prompt(variables).messages, "seed": item.seed, **task.params,

@@ -65,9 +65,23 @@ def pinned_parts(overrides: dict[str, Any] | None, max_chars: int | None) -> lis
     return pinned
 
 
-def make_item(spec: TaskSpec, task: Task, key: Any, seed: int, pinned: list, repetition: int = 0,
-              given: dict[str, Any] | None = None, meta: dict[str, Any] | None = None,
-              languages: Pool | None = None) -> Item:
+@dataclass(frozen=True)
+class Planning:
+    """How a run plans its items, the same for every family and input source: how many (None:
+    what the source gives), the seed, the ``--set`` pins, the character cap and the language pool."""
+
+    n: int | None
+    seed: int
+    pins: dict[str, Any] = field(default_factory=dict)
+    max_chars: int | None = None
+    languages: Pool | None = None
+
+    def pinned(self) -> list[tuple[str, Any]]:
+        return pinned_parts(self.pins, self.max_chars)
+
+
+def make_item(spec: TaskSpec, task: Task, key: Any, planning: Planning, repetition: int = 0,
+              given: dict[str, Any] | None = None, meta: dict[str, Any] | None = None) -> Item:
     """An item whose id (and so its seed) follows from family, task, ``key``, seed and pins.
 
     With a language pool (``--languages``) and a spec that takes part (its ``languages`` key),
@@ -75,28 +89,26 @@ def make_item(spec: TaskSpec, task: Task, key: Any, seed: int, pinned: list, rep
     its language(s) from its own seed: the template gets them (``language`` and
     ``language_code``, or ``language_pair``) and the record keeps their codes. Without, the id
     is what it always was."""
+    pinned, languages = planning.pinned(), planning.languages
     if languages is not None and spec.languages is not None:
         pinned = [*pinned, ("languages", [spec.languages, languages.key()])]
-    item_id = stable_id(spec.family, task.task, key, seed, pinned)
+    item_id = stable_id(spec.family, task.task, key, planning.seed, pinned)
     item = Item(item_id, task, repetition, derive_seed("generate", item_id), dict(given or {}), dict(meta or {}))
     drawn, item.language, item.positive_language = item_languages(spec.languages, languages, item.seed)
     item.given.update(drawn)  # template variables, after the spec's own draws (which they replace)
     return item
 
 
-def plan_items(spec: TaskSpec, tasks: Sequence[Task], n: int, seed: int,
-               overrides: dict[str, Any] | None = None, max_chars: int | None = None,
-               languages: Pool | None = None) -> list[Item]:
-    """Item i uses task i mod T, so the first items already cover every task; ``languages``:
-    the ``--languages`` pool each item draws its language from (``make_item``)."""
+def plan_items(spec: TaskSpec, tasks: Sequence[Task], planning: Planning) -> list[Item]:
+    """``planning.n`` items (100 when None); item i uses task i mod T, so the first items already
+    cover every task; each draws its language from the pool (``make_item``)."""
     if not tasks:
         return []
-    pinned = pinned_parts(overrides, max_chars)
     items = []
-    for i in range(n):
+    for i in range(planning.n or 100):
         task = tasks[i % len(tasks)]
         rep = i // len(tasks)
-        items.append(make_item(spec, task, rep, seed, pinned, repetition=rep, languages=languages))
+        items.append(make_item(spec, task, rep, planning, repetition=rep))
     return items
 
 

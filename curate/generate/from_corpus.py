@@ -16,7 +16,6 @@ import random
 import re
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
 
 from curate.core.errors import CurateError
 from curate.core.records import Record, Task, stable_id
@@ -24,8 +23,7 @@ from curate.datasets.documents import Documents, Passage
 from curate.core.progress import RunStats
 from curate.llm.taskspec import TaskSpec
 
-from curate.generate.examples import Item, make_item, pinned_parts
-from curate.generate.languages import Pool
+from curate.generate.examples import Item, Planning, make_item
 
 FAMILY = "from-corpus"
 CORPUS = "corpus.jsonl"  # the passages, as the run writes them for the stages that search them
@@ -65,17 +63,16 @@ def report_reading(docs: Documents, stats: RunStats) -> None:
         console.print(f"curate: warning: {line}", markup=False, highlight=False, soft_wrap=True)
 
 
-def corpus_items(spec: TaskSpec, docs: Documents, n: int | None, tasks: Sequence[Task], seed: int,
-                 stats: RunStats, overrides: dict[str, Any] | None = None,
-                 max_chars: int | None = None, languages: Pool | None = None) -> list[Item]:
-    """The items ``generate`` runs for ``--from-corpus``: one per sampled passage, its text as the
-    positive. With the spec's ``bundle`` each item also brings the passage's nearest neighbours
-    (``curate.generate.bundles``): the template gets all of them as ``passages`` and the record
-    keeps the others as further positives. ``languages``: the ``--languages`` pool the query's
-    language is drawn from, per item (the passage stays as it is)."""
+def corpus_items(spec: TaskSpec, docs: Documents, tasks: Sequence[Task], planning: Planning,
+                 stats: RunStats) -> list[Item]:
+    """The items ``generate`` runs for ``--from-corpus``: one per sampled passage (``planning.n``
+    of them, drawn with its seed), its text as the positive. With the spec's ``bundle`` each item
+    also brings the passage's nearest neighbours (``curate.generate.bundles``): the template gets
+    all of them as ``passages`` and the record keeps the others as further positives. The
+    query's language is drawn per item from the planning's pool (the passage stays as it is)."""
     check_spec(spec)
-    pinned = pinned_parts(overrides, max_chars)
-    passages = sample_passages(docs, n, seed)
+    seed = planning.seed
+    passages = sample_passages(docs, planning.n, seed)
     bundles = {}
     if spec.bundle:
         from curate.generate.bundles import passage_bundles
@@ -94,8 +91,7 @@ def corpus_items(spec: TaskSpec, docs: Documents, n: int | None, tasks: Sequence
             given["passages"] = [text, *(o.joined() for o in others)]
             meta["bundle"] = [p.id, *(o.id for o in others)]
             key += tuple(o.id for o in others)
-        items.append(make_item(spec, passage_task(p, tasks), key, seed, pinned, given=given, meta=meta,
-                               languages=languages))
+        items.append(make_item(spec, passage_task(p, tasks), key, planning, given=given, meta=meta))
     stats.extra["passages_sampled"] = len(items)
     if spec.bundle:
         stats.extra["bundle_sizes"] = dict(sorted(Counter(len(b) for b in bundles.values()).items()))

@@ -25,8 +25,7 @@ from curate.core.progress import RunStats
 from curate.core.records import Task, stable_id
 from curate.llm.taskspec import TaskSpec
 
-from curate.generate.examples import Item, make_item, pinned_parts
-from curate.generate.languages import Pool
+from curate.generate.examples import Item, Planning, make_item
 
 FAMILY = "from-pairs"
 
@@ -92,25 +91,22 @@ def pair_task(spec: TaskSpec, pair: Pair, tasks: Sequence[Task]) -> Task:
     return tasks[pick]
 
 
-def plan_pair_items(spec: TaskSpec, pairs: Sequence[Pair], tasks: Sequence[Task], seed: int,
-                    overrides: dict[str, Any] | None = None, max_chars: int | None = None,
-                    limit: int | None = None, languages: Pool | None = None) -> tuple[list[Item], int]:
-    """One item per distinct (task, query, positive), at most ``limit``; also the duplicates skipped.
-    ``languages`` reaches only a spec that takes part (the shipped from-pairs does not: its
-    negatives are written in the language of the given pair)."""
+def plan_pair_items(spec: TaskSpec, pairs: Sequence[Pair], tasks: Sequence[Task],
+                    planning: Planning) -> tuple[list[Item], int]:
+    """One item per distinct (task, query, positive), at most ``planning.n``; also the duplicates
+    skipped. The language pool reaches only a spec that takes part (the shipped from-pairs does
+    not: its negatives are written in the language of the given pair)."""
     if not tasks and any(p.task is None for p in pairs):
         raise CurateError(f"{spec.family}: no task instruction for pairs without a 'task'")
-    pinned = pinned_parts(overrides, max_chars)
     items: list[Item] = []
     seen: set[str] = set()
     duplicates = 0
     for pair in pairs:
-        if limit is not None and len(items) >= limit:
+        if planning.n is not None and len(items) >= planning.n:
             break
         task = pair_task(spec, pair, tasks)
-        item = make_item(spec, task, {"query": pair.query, "positive": pair.positive}, seed, pinned,
-                         given={"query": pair.query, "positive": pair.positive},
-                         meta={"pair": pair.source}, languages=languages)
+        item = make_item(spec, task, {"query": pair.query, "positive": pair.positive}, planning,
+                         given={"query": pair.query, "positive": pair.positive}, meta={"pair": pair.source})
         if item.id in seen:
             duplicates += 1
             continue
@@ -119,15 +115,14 @@ def plan_pair_items(spec: TaskSpec, pairs: Sequence[Pair], tasks: Sequence[Task]
     return items, duplicates
 
 
-def pair_items(spec: TaskSpec, pairs: Sequence[Pair], tasks: Sequence[Task], seed: int, stats: RunStats,
-               overrides: dict[str, Any] | None = None, max_chars: int | None = None,
-               limit: int | None = None, languages: Pool | None = None) -> list[Item]:
+def pair_items(spec: TaskSpec, pairs: Sequence[Pair], tasks: Sequence[Task], planning: Planning,
+               stats: RunStats) -> list[Item]:
     """The items ``generate`` runs for ``--from-pairs`` (its loop, with given query/positive)."""
     missing = [k for k in ("query", "positive") if k not in spec.inputs and k not in spec.optional_inputs]
     if missing:
         raise CurateError(f"--from-pairs needs a spec whose 'inputs' list query and positive "
                           f"({spec.family} asks the model for {', '.join(missing)})")
-    items, duplicates = plan_pair_items(spec, pairs, tasks, seed, overrides, max_chars, limit, languages)
+    items, duplicates = plan_pair_items(spec, pairs, tasks, planning)
     stats.extra["pairs"] = len(pairs)
     stats.extra["duplicate_pairs"] = duplicates
     return items

@@ -6,13 +6,14 @@ negatives) and ``corpus`` (``--from-corpus``: a passage each, the model writes t
 shipped, one module each in ``curate/generate/sources/``; a plugin adds one through the
 ``curate.generate_sources`` entry points and a user names it with ``--from NAME=PATH``. A source
 says which family it implies, checks that a spec can take what it gives, reads its input before
-any server starts, and plans the items of one family (``Planning``: what every source plans with).
+any server starts, and plans the items of one family (``curate.generate.examples.Planning``: what
+every source plans with).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,21 +21,8 @@ from curate.core.errors import CurateError
 from curate.core.progress import RunStats
 from curate.core.records import Task
 from curate.core.registry import Registry
-from curate.generate.examples import Item
-from curate.generate.languages import Pool
+from curate.generate.examples import Item, Planning
 from curate.llm.taskspec import TaskSpec
-
-
-@dataclass(frozen=True)
-class Planning:
-    """How a run plans its items, the same for every family and source: how many (None: what
-    the source gives), the seed, the ``--set`` pins, the character cap and the language pool."""
-
-    n: int | None
-    seed: int
-    pins: dict[str, Any] = field(default_factory=dict)
-    max_chars: int | None = None
-    languages: Pool | None = None
 
 
 @dataclass(frozen=True)
@@ -67,3 +55,6 @@ def parse_from(value: str) -> tuple[str, str]:
     if not sep or not name.strip() or not path.strip():
         raise CurateError(f"--from {value!r}: give NAME=PATH (known sources: {', '.join(SOURCES.names())})")
     return name.strip(), path.strip()
+
+
+__all__ = ["Planning", "SOURCES", "Source", "parse_from", "register_source"]

@@ -205,8 +205,8 @@ def generate_stage(opts: GenerateOptions, run) -> dict[str, Any]:
         _note_languages_ignored(names, opts.tasks_dirs)
     out = Path(opts.out)
     data = source[0].read(source[1], opts) if source else None  # read and checked before any server starts
+    from curate.generate.examples import Planning
     from curate.generate.languages import parse_languages
-    from curate.generate.source import Planning
 
     pool = parse_languages(opts.languages)  # read once (a weights file)
     planned: list[str] = []  # every item's id, families in turn, each family's items in plan order
@@ -216,7 +216,7 @@ def generate_stage(opts: GenerateOptions, run) -> dict[str, Any]:
             tasks = load_tasks(Path(opts.tasks_file), spec.family) if given else fixed_tasks(spec)
             stats.extra["tasks_used"] = len(tasks)
             items = source[0].items(spec, data, tasks, Planning(opts.n, opts.seed, dict(opts.pins), opts.max_chars,
-                                                                pool), stats, out)
+                                                                pool), stats, out)  # n None: all the source gives
         else:
             if given:
                 tasks = load_tasks(Path(opts.tasks_file), spec.family)
@@ -228,8 +228,7 @@ def generate_stage(opts: GenerateOptions, run) -> dict[str, Any]:
                 if not tasks:
                     raise CurateError(f"{spec.family}: brainstorming gave no usable task (see {out}/logs)")
             stats.extra["tasks_used"] = len(tasks)
-            items = plan_items(spec, tasks, opts.n or 100, opts.seed, opts.pins, opts.max_chars,
-                               languages=pool)
+            items = plan_items(spec, tasks, Planning(opts.n or 100, opts.seed, dict(opts.pins), opts.max_chars, pool))
         planned.extend(it.id for it in items)  # planned here, so the finished file can be put in this order
         return Family(spec, items, stats)  # asked for with every other family's, in one queue
 

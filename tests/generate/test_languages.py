@@ -19,7 +19,7 @@ import pytest
 from curate.core.errors import CurateError
 from curate.core.records import Record, Task, read_records, stable_id
 from curate.core.resources import resource_dir
-from curate.generate.examples import make_item, plan_items
+from curate.generate.examples import Planning, make_item, plan_items
 from curate.generate.languages import Pool, parse_languages, shipped_pool
 from curate.llm.taskspec import list_families, load_spec
 from tests.fake_llm_server import fake_llm_server
@@ -136,7 +136,7 @@ def test_the_shipped_specs_that_take_part_and_their_templates_name_the_language(
     for family, mode in taking_part.items():  # every spec that takes part tells the model its language
         spec = load_spec(family)
         given = {"positive": "A passage.", "passages": ["A passage.", "Another one."]} if spec.inputs else {}
-        item = make_item(spec, TASKS[0], 0, 0, [], given=given, languages=pool)
+        item = make_item(spec, TASKS[0], 0, Planning(None, 0, languages=pool), given=given)
         variables = spec.generate.variables(item.seed)
         variables.update(task="t", n_negatives=spec.n_negatives, task_type=family, **item.given)
         text = spec.generate.task("example", lambda d: d).prompt(variables).messages[-1]["content"]
@@ -159,20 +159,20 @@ def test_a_bad_languages_key_in_a_spec_is_refused(tmp_path):
 
 def test_ids_are_unchanged_without_languages_and_other_draws_stay_put():
     spec = load_spec("short-long")
-    plain = plan_items(spec, TASKS, 6, 3)
+    plain = plan_items(spec, TASKS, Planning(6, 3))
     assert [it.id for it in plain] == [stable_id("short-long", TASKS[i % 3].task, i // 3, 3, []) for i in range(6)]
     assert all(it.given == {} and it.language is None for it in plain)
-    pooled = plan_items(spec, TASKS, 6, 3, languages=parse_languages("de,ja"))
+    pooled = plan_items(spec, TASKS, Planning(6, 3, languages=parse_languages("de,ja")))
     assert not {it.id for it in plain} & {it.id for it in pooled}, "the pool is part of an item's id"
-    other = plan_items(spec, TASKS, 6, 3, languages=parse_languages("de,fr"))
+    other = plan_items(spec, TASKS, Planning(6, 3, languages=parse_languages("de,fr")))
     assert not {it.id for it in other} & {it.id for it in pooled}
     for it in pooled:  # the pool sets language and language_code; every other placeholder is drawn as without it
         drawn = spec.generate.variables(it.seed)
         assert set(it.given) == {"language", "language_code"} and "language" in drawn
         assert {**drawn, **it.given} == {**drawn, "language": it.given["language"], "language_code": it.language}
     sts = load_spec("sts")  # takes no part: same ids with or without the pool
-    assert [it.id for it in plan_items(sts, TASKS, 4, 0)] == \
-           [it.id for it in plan_items(sts, TASKS, 4, 0, languages=parse_languages("de"))]
+    assert [it.id for it in plan_items(sts, TASKS, Planning(4, 0))] == \
+           [it.id for it in plan_items(sts, TASKS, Planning(4, 0, languages=parse_languages("de")))]
 
 
 def test_corpus_items_draw_the_query_language():
@@ -182,8 +182,8 @@ def test_corpus_items_draw_the_query_language():
 
     docs = read_documents(Path(__file__).resolve().parents[2] / "data" / "demo")
     spec = load_spec("from-corpus")
-    plain = corpus_items(spec, docs, 5, TASKS[:1], 0, RunStats(stage="generate"))
-    pooled = corpus_items(spec, docs, 5, TASKS[:1], 0, RunStats(stage="generate"), languages=parse_languages("ja"))
+    plain = corpus_items(spec, docs, TASKS[:1], Planning(5, 0), RunStats(stage="generate"))
+    pooled = corpus_items(spec, docs, TASKS[:1], Planning(5, 0, languages=parse_languages("ja")), RunStats(stage="generate"))
     assert all(it.language is None and "language" not in it.given for it in plain)
     assert all(it.language == "ja" and it.given["language"] == "Japanese" for it in pooled)
     assert [it.given["positive"] for it in plain] == [it.given["positive"] for it in pooled]

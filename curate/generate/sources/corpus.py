@@ -23,8 +23,7 @@ def _items(spec, docs, tasks, planning, stats, out: Path):
     docs.write_corpus(out / CORPUS)  # the corpus filter --corpus and mine --corpus take
     stats.extra["passages"] = len(docs.passages)
     from_corpus.report_reading(docs, stats)
-    return from_corpus.corpus_items(spec, docs, planning.n, tasks, planning.seed, stats, planning.pins,
-                                    planning.max_chars, languages=planning.languages)
+    return from_corpus.corpus_items(spec, docs, tasks, planning, stats)
 
 
 register_source(Source("corpus", from_corpus.FAMILY, "--from-corpus", _read, _items, from_corpus.check_spec))

@@ -15,8 +15,7 @@ def _check_spec(spec) -> None:
 
 
 def _items(spec, pairs, tasks, planning, stats, out):
-    return from_pairs.pair_items(spec, pairs, tasks, planning.seed, stats, planning.pins, planning.max_chars,
-                                 limit=planning.n, languages=planning.languages)
+    return from_pairs.pair_items(spec, pairs, tasks, planning, stats)
 
 
 register_source(Source("pairs", from_pairs.FAMILY, "--from-pairs", lambda path, opts: from_pairs.read_pairs(

@@ -31,8 +31,7 @@ def read_tsv(path, opts):
 
 
 def items(spec, pairs, tasks, planning, stats, out):
-    return from_pairs.pair_items(spec, pairs, tasks, planning.seed, stats, planning.pins, planning.max_chars,
-                                 limit=planning.n, languages=planning.languages)
+    return from_pairs.pair_items(spec, pairs, tasks, planning, stats)
 
 
 def check_spec(spec):
