@@ -79,6 +79,9 @@ class Stage:
     present: Callable[[dict[str, Any]], "FunnelRow"] | None = None
     # what the report page shows about the run beyond the funnel: (label, text) rows from its report
     details: Callable[[dict[str, Any]], list[tuple[str, str]]] | None = None
+    # what a later export records of this run (its card's source entry), from its report; a
+    # "dataset" key names the data its records came from
+    provenance: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
     def path(self, folder: str | Path, role: str = "records") -> Path:
         """Where a run of this stage in ``folder`` keeps its ``role`` output."""

@@ -61,45 +61,15 @@ class Source:
                 **({"dataset": self.dataset} if self.dataset else {}), **self.reports}
 
 
-def _filter_summary(rep: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "recipe": (rep.get("recipe") or {}).get("name"),
-        "records_in": rep.get("records_in"), "records_kept": rep.get("records_kept"),
-        "negatives_in": rep.get("negatives_in"), "negatives_kept": rep.get("negatives_kept"),
-        "steps": [{"step": s.get("step"), "records_dropped": s.get("records_dropped"),
-                   "negatives_dropped": s.get("negatives_dropped")} for s in rep.get("steps") or []],
-    }
-
-
-def _mine_summary(rep: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "input": rep.get("input"), "method": rep.get("method"), "k": rep.get("k"),
-        "sampling": rep.get("sampling"), "teachers": [t.get("model") for t in rep.get("teachers") or []],
-        "queries_in": rep.get("queries_in"), "queries_out": rep.get("queries_out"),
-        "negatives": rep.get("negatives"), "false_negatives": rep.get("false_negatives"),
-        # what the records' scores are, where not the teacher's cosine (mine --scores hybrid)
-        **({"scores": rep["scores_from"]} if (rep.get("scores_from") or {}).get("kind") not in (None, "teacher")
-           else {}),
-    }
-
-
-def _dataset_name(mine_report: dict[str, Any] | None, path: Path) -> str:
-    """A short name for the dataset mined records came from: the BEIR folder / file / hub name."""
-    src = (mine_report or {}).get("input") or {}
-    name = src.get("name") or src.get("path")
-    if name and src.get("kind") != "records":
-        return Path(str(name)).name or str(name)
-    return path.parent.name or path.stem
-
-
-def _reports_beside(path: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """The mine or filter report of the run that wrote ``path`` (its ``run.json`` names the stage)."""
-    from curate.core.stage import stage_report
+def _provenance(path: Path) -> tuple[str | None, dict[str, Any] | None]:
+    """What the stage that wrote ``path`` says a later export should record of its run (its
+    ``Stage.provenance``; its ``run.json`` names the stage), and the stage's name."""
+    from curate.core.stage import STAGES, stage_report
 
     stage, report = stage_report(path.parent)
-    if report is not None and stage in ("mine", "filter"):
-        return (report, None) if stage == "mine" else (None, report)
-    return None, None
+    if report is None or stage not in STAGES or STAGES.get(stage).provenance is None:
+        return None, None
+    return stage, STAGES.get(stage).provenance(report)
 
 
 def load_inputs(paths: list[str | Path]) -> tuple[list[Item], list[Source]]:
@@ -112,19 +82,18 @@ def load_inputs(paths: list[str | Path]) -> tuple[list[Item], list[Source]]:
         if not path.is_file():
             raise CurateError(f"{path}: no such file" if not path.exists() else f"{path}: not a file")
         records = read_records(path)
-        mine_rep, filter_rep = _reports_beside(path)
+        stage, provenance = _provenance(path)
         src = Source(path=str(path))
-        if filter_rep:
-            src.reports["filter_report"] = _filter_summary(filter_rep)
-        if mine_rep:
-            src.reports["mine_report"] = _mine_summary(mine_rep)
+        named = (provenance or {}).pop("dataset", None)  # the data the records came from, where it says
+        if provenance is not None:
+            src.reports[f"{stage}_report"] = provenance
         records, repeats = first_of_each_id(records, seen)
         src.duplicates_skipped += len(repeats)
         src.skipped += [r.id for r in repeats]
         for rec in records:
             dataset = ""
             if (rec.meta or {}).get("source") in MINED_SOURCES:
-                dataset = src.dataset = _dataset_name(mine_rep, path)
+                dataset = src.dataset = named or path.parent.name or path.stem
             items.append(Item(rec, str(path), dataset))
             src.records += 1
         sources.append(src)

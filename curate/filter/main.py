@@ -278,6 +278,17 @@ def _excerpt(text: str | None) -> str:
     return text if len(text) <= EXCERPT else text[:EXCERPT - 3].rstrip() + "..."
 
 
+def provenance(rep: dict[str, Any]) -> dict[str, Any]:
+    """What an export's card records of a filter run: the recipe and what each step dropped."""
+    return {
+        "recipe": (rep.get("recipe") or {}).get("name"),
+        "records_in": rep.get("records_in"), "records_kept": rep.get("records_kept"),
+        "negatives_in": rep.get("negatives_in"), "negatives_kept": rep.get("negatives_kept"),
+        "steps": [{"step": s.get("step"), "records_dropped": s.get("records_dropped"),
+                   "negatives_dropped": s.get("negatives_dropped")} for s in rep.get("steps") or []],
+    }
+
+
 def _recipe_files(opts: FilterOptions) -> list[Path]:
     """The recipe file and the templates its judge steps render: an edited one is filtered again."""
     from curate.filter.base import merge_params
@@ -298,5 +309,5 @@ def _recipe_files(opts: FilterOptions) -> list[Path]:
 
 STAGE = Stage("filter", FilterOptions, filter_stage, check=check, reads=("inp", "corpus"), also_reads=_recipe_files,
               writes={"records": FILTERED, "drops": REJECTED}, summary=summary, funnel=funnel,
-              present=present)
+              present=present, provenance=provenance)
 STAGES.register(STAGE.name, STAGE)

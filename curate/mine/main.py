@@ -361,8 +361,25 @@ def present(m: dict[str, Any]) -> FunnelRow:
                      cells=[("records in", "records_in"), ("records mined", "records"), ("negatives", "negatives")])
 
 
+def provenance(rep: dict[str, Any]) -> dict[str, Any]:
+    """What an export's card records of a mine run: its input, method, teachers and counts, and
+    the short name of the dataset (a BEIR folder, a file, a hub set) its queries came from."""
+    src = rep.get("input") or {}
+    name = src.get("name") or src.get("path")
+    return {
+        "input": rep.get("input"), "method": rep.get("method"), "k": rep.get("k"),
+        "sampling": rep.get("sampling"), "teachers": [t.get("model") for t in rep.get("teachers") or []],
+        "queries_in": rep.get("queries_in"), "queries_out": rep.get("queries_out"),
+        "negatives": rep.get("negatives"), "false_negatives": rep.get("false_negatives"),
+        # what the records' scores are, where not the teacher's cosine (mine --scores hybrid)
+        **({"scores": rep["scores_from"]} if (rep.get("scores_from") or {}).get("kind") not in (None, "teacher")
+           else {}),
+        "dataset": (Path(str(name)).name or str(name)) if name and src.get("kind") != "records" else None,
+    }
+
+
 STAGE = Stage("mine", MineOptions, mine_stage, check=check, reads=("data", "qrels", "pairs", "records", "corpus", "check_qrels",
                                                "preset_modules"),
               writes={"records": MINED, "drops": REJECTED}, summary=summary, funnel=funnel,
-              present=present)
+              present=present, provenance=provenance)
 STAGES.register(STAGE.name, STAGE)
