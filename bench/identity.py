@@ -289,6 +289,7 @@ EXCLUDE = [
     ("pipeline.json", "pipeline funnel: timings"),
     ("funnel*.json", "pipeline funnel: timings"),
     ("report.json", "report: timings"),
+    ("report.html", "the report page: a view of the run, with the time it was made and its timings"),
     ("*.png", "plot (image encoder metadata)"),
     ("*.sqlite", "cache database"),
     ("*.sqlite-*", "cache database"),
