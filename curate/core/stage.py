@@ -205,15 +205,19 @@ def run_stage(stage: Stage, opts: Any, *, resume: bool = False, quiet: bool = Fa
 
 def lineage(opts: Any) -> dict[str, Any]:
     """The options a run was given, as ``run.json`` records them: every field but ``out`` (the key
-    never; a URL's secrets are masked when written)."""
-    return {f.name: _plain_all(getattr(opts, f.name)) for f in dataclasses.fields(opts)
-            if f.name not in ("out", *_SECRET_FIELDS)}
+    never; a URL's secrets are masked when written; a field marked ``"lineage": "if-set"`` only
+    when it differs from its default)."""
+    return {f.name: _plain_all(getattr(opts, f.name)) for f in _recorded(opts) if f.name != "out"}
+
+
+def _recorded(opts: Any) -> list[dataclasses.Field]:
+    return [f for f in dataclasses.fields(opts) if f.name not in _SECRET_FIELDS
+            and not (f.metadata.get("lineage") == "if-set" and getattr(opts, f.name) == f.default)]
 
 
 def _plain_all(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain_all(getattr(value, f.name)) for f in dataclasses.fields(value)
-                if f.name not in _SECRET_FIELDS}
+        return {f.name: _plain_all(getattr(value, f.name)) for f in _recorded(value)}
     return _plain(value)
 
 

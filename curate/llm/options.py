@@ -41,7 +41,7 @@ class LLMOptions:
         "min": 1, "help": "Slots of the embedded server (sequences decoded together)."})
     # what the answers cost is not what they say: out of every fingerprint, and out of the
     # params a run writes while it is left unset (curate.generate.stage.run_llm_stage)
-    price_per_1k_tokens: float | None = field(default=None, metadata={
-        "min": 0.0, "fingerprint": False,
+    price_per_1k_tokens: float | None = field(default=None, metadata={  # run.json names it only when given
+        "min": 0.0, "fingerprint": False, "lineage": "if-set",
         "help": "Price of 1,000 tokens at the server, prompt and completion tokens alike; with it, the "
                 "estimates and summaries show what the run costs."})

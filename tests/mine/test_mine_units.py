@@ -526,7 +526,7 @@ def test_bad_corpus_records_and_options(tmp_path):
         load_records_input(tmp_path / "r.jsonl")
     base = dict(out=str(tmp_path / "o"), plots=False)
     for kw, msg in ((dict(), "exactly one of"), (dict(pairs="a", records="b"), "exactly one of"),
-                    (dict(pairs=str(tmp_path / "p.jsonl"), k=0), "-k 0 must be at least 1"),
+                    (dict(pairs=str(tmp_path / "p.jsonl"), k=0), "--num-negatives 0: must be at least 1"),
                     (dict(pairs=str(tmp_path / "p.jsonl"), method="naive", margin=0.9), "--margin applies"),
                     (dict(pairs=str(tmp_path / "p.jsonl"), method="naive", relative_margin=0.1),
                      "--relative-margin applies to percpos, not naive"),
