@@ -20,6 +20,7 @@ output or none, never half of one.
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -101,8 +102,9 @@ def check(opts: PipelineOptions) -> None:
 
 
 def pipeline_stage(opts: PipelineOptions, run) -> dict[str, Any]:
-    """Run (or resume) every stage; write the funnel as each one finishes, so a run killed half
-    way still says what it did; return the run's stages and where it stopped."""
+    """Run (or resume) every stage; write the funnel (``pipeline.json``) as each one finishes, so a
+    run killed half way still says what it did; return the run's report: its stages and where it
+    stopped."""
     from curate.datasets.documents import read_documents
 
     docs = read_documents(opts.docs)  # bad input is one line here, before any stage's folder or model
@@ -118,13 +120,15 @@ def pipeline_stage(opts: PipelineOptions, run) -> dict[str, Any]:
 
     states, reports, stop = _run_stages(opts, llm, out, progress)
     run.counts.update({name: states[name] for name in states})
-    return progress(states, reports, stop, finished=True)
+    progress(states, reports, stop, finished=True)
+    return {"stages": states, "stopped": stop, "funnel": FUNNEL}  # the run's report; the funnel is its own file
 
 
 def run_pipeline(opts: PipelineOptions) -> dict[str, Any]:
     """Run (or resume) every stage through the stage runner, then print and return the funnel."""
-    funnel, _ = run_stage(PIPELINE, opts, quiet=True)
+    run_stage(PIPELINE, opts, quiet=True)
     out = Path(opts.out)
+    funnel = json.loads((out / FUNNEL).read_text(encoding="utf-8"))
     print_funnel(funnel, [stage for stage, _ in stages(opts, opts.llm, out)])
     if opts.report:
         from curate.report import write_report
