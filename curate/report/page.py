@@ -65,7 +65,23 @@ def render(data: dict[str, Any]) -> str:
 def write_report(folder: str | Path, out: str | Path | None = None, *, sample: int = 2000, seed: int = 0) -> Path:
     """Write the report of the run in ``folder`` (to ``folder/report.html`` unless ``out``)
     and return its path."""
+    from curate.core.progress import console
+
     data = collect(folder, sample=sample, seed=seed)
     path = Path(out) if out is not None else Path(folder) / REPORT_HTML
     atomic_write_text(path, render(data))  # whole or not at all
+    for line in _partial(data):  # said where a person reads, not only on the page
+        console.print(f"report: {line}", markup=False, highlight=False, soft_wrap=True)
     return path
+
+
+def _partial(data: dict[str, Any]) -> list[str]:
+    """What the page says about a run that did not finish, or stopped before an earlier run's stages."""
+    lines = []
+    if data.get("unfinished") is not None:
+        missing = ", ".join(data["unfinished"]) or "not every stage's result"
+        lines.append(f"this run did not finish (stopped, or still running): no result yet from {missing}; "
+                     "run the same command again to resume")
+    if data.get("earlier"):
+        lines.append(f"not part of this run: {', '.join(data['earlier'])} (folders an earlier run left; not shown)")
+    return lines

@@ -254,6 +254,7 @@ def test_report_on_a_pipeline_killed_while_mining_shows_what_is_there_and_what_i
     assert page.returncode == 0, page.stderr
     html = (run / "report.html").read_text(encoding="utf-8")
     assert "This run did not finish" in html and "no result yet from mine, export" in html
+    assert "report: this run did not finish" in page.stderr and "no result yet from mine, export" in page.stderr
     from curate.report.collect import collect
 
     assert [row["stage"] for row in collect(run)["funnel"]] == ["generate", "filter"]
