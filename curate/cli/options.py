@@ -140,9 +140,10 @@ def nested_schema(hint: Any) -> type | None:
 
 def flag_of(schema: type, name: str, rename: Mapping[str, str] | None = None) -> str:
     """The long flag of ``schema``'s field ``name`` (``--max-retries``; a pair's first half)."""
-    meta = schema.__dataclass_fields__[name].metadata
-    flag = (rename or {}).get(name) or meta.get("flag") or "--" + name.replace("_", "-")
-    return flag.split("/")[0]
+    from curate.core.params import field_flag  # not at import: `curate --help` loads no more than it lists
+
+    renamed = (rename or {}).get(name)
+    return renamed.split("/")[0] if renamed else field_flag(schema.__dataclass_fields__[name])
 
 
 # --- building the options --------------------------------------------------------------------

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import difflib
 import types
 import typing
@@ -78,16 +79,20 @@ def range_problem(meta: Mapping[str, Any], value: Any) -> str | None:
     float that is not finite (``nan``, ``inf``) is in no range, declared or not."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return None
-    if value != value or value in (float("inf"), float("-inf")):
-        text = range_text(meta)
-        return "must be a finite number" + (f" {text}" if text else "")
     text = range_text(meta)
+    if isinstance(value, float) and not math.isfinite(value):
+        return "must be a finite number" + (f" {text}" if text else "")
     if text is None:
         return None
     lo, hi = meta.get("min"), meta.get("max")
     low = lo is not None and (value <= lo if meta.get("min_open") else value < lo)
     high = hi is not None and (value >= hi if meta.get("max_open") else value > hi)
-    return f"must be {text}" if low or high or value != value else None  # NaN is in no range
+    return f"must be {text}" if low or high else None
+
+
+def field_flag(f: dataclasses.Field) -> str:
+    """The long flag of an options field (``--max-retries``; a ``--x/--no-x`` pair's first half)."""
+    return (f.metadata.get("flag") or "--" + f.name.replace("_", "-")).split("/")[0]
 
 
 def check_values(opts: Any) -> None:
@@ -101,8 +106,7 @@ def check_values(opts: Any) -> None:
             continue
         problem = range_problem(f.metadata, value)
         if problem:
-            flag = (f.metadata.get("flag") or "--" + f.name.replace("_", "-")).split("/")[0]
-            raise CurateError(f"{flag} {value}: {problem}")
+            raise CurateError(f"{field_flag(f)} {value}: {problem}")
 
 
 def as_dict(params: Any) -> dict[str, Any]:

@@ -93,6 +93,7 @@ class Run:
     params: dict[str, Any]
     inputs: list[str]
     fingerprint: str | None = None  # the stage runner's key for this run (``curate.core.stage``)
+    hashed: dict[str, tuple[str | None, int]] = field(default_factory=dict)  # inputs hashed already: (sha256, bytes)
     counts: dict[str, Any] = field(default_factory=dict)
     dropped: Counter = field(default_factory=Counter)
     timings: dict[str, float] = field(default_factory=dict)
@@ -126,7 +127,8 @@ class Run:
 @contextmanager
 def open_run(stage: str, out: str | os.PathLike, params: dict[str, Any] | None = None,
              inputs: Iterable[str | os.PathLike | None] = (), staged: bool = True,
-             writes: Iterable[str] = (), fingerprint: str | None = None) -> Iterator[Run]:
+             writes: Iterable[str] = (), fingerprint: str | None = None,
+             hashed: dict[str, tuple[str | None, int]] | None = None) -> Iterator[Run]:
     """Lock ``out``, clear what a killed run left, and give the stage a place to write.
 
     On a clean exit the outputs are swapped in with ``run.json``; on an exception the staging
@@ -137,7 +139,7 @@ def open_run(stage: str, out: str | os.PathLike, params: dict[str, Any] | None =
     _make_dir(out)
     try:
         with _run_in(stage, out, params, inputs, staged, writes) as run:
-            run.fingerprint = fingerprint
+            run.fingerprint, run.hashed = fingerprint, dict(hashed or {})
             yield run
     except BaseException:
         if created:  # a run that failed leaves no folder it made itself
@@ -319,7 +321,7 @@ def _run_json(run: Run, outputs: list[str] | None) -> dict[str, Any]:
         "started": run.started_at,
         "seconds": round(time.perf_counter() - run.started, 2),
         "params": mask_secrets(json.loads(json.dumps(run.params, default=_plain))),  # a judge's URL from a recipe too
-        "inputs": [_describe_input(p) for p in run.inputs],
+        "inputs": [_describe_input(p, run.hashed.get(p)) for p in run.inputs],
         "counts": run.counts,
         "timings": {k: round(v, 2) for k, v in run.timings.items()},
         "outputs": outputs if outputs is not None else sorted(
@@ -337,14 +339,14 @@ def _plain(value: Any) -> Any:
     return getattr(value, "model_id", None) or getattr(value, "name", None) or str(value)
 
 
-def _describe_input(path: str) -> dict[str, Any]:
+def _describe_input(path: str, hashed: tuple[str | None, int] | None = None) -> dict[str, Any]:
     """Size and SHA-256 of an input (a folder: of its files, in name order), so a run can be
-    matched to exactly what it read."""
+    matched to exactly what it read; ``hashed``: what the stage runner measured for its key."""
     from curate.core.hashing import tree_digest
 
-    if not Path(path).exists():
+    digest, size = hashed or tree_digest(path)
+    if digest is None:
         return {"path": path}
-    digest, size = tree_digest(path)
     return {"path": path, "bytes": size, "sha256": digest}
 
 

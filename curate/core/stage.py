@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from curate.core.hashing import file_digest, value_digest
+from curate.core.hashing import file_digest, tree_digest, value_digest
 from curate.core.jsonl import atomic_write_json
-from curate.core.params import check_values
+from curate.core.params import check_values, field_flag
 from curate.core.registry import Registry
 from curate.llm.redact import mask_secrets
 from curate.core.runner import REJECTED, REPORT, RUN_JSON, open_run, settle
@@ -130,14 +130,18 @@ def fingerprint(stage: Stage, opts: Any) -> str:
     return value_digest(_identity(stage, opts))
 
 
-def _identity(stage: Stage, opts: Any) -> dict[str, Any]:
+def _identity(stage: Stage, opts: Any, also: list[Any] | None = None,
+              digest: Callable[[Any], str | None] = file_digest) -> dict[str, Any]:
+    """The options and input bytes a run's fingerprint hashes (``also``: the files found from the
+    options, when the caller has them already; ``digest``: how a file is hashed)."""
     skip = {"out", *stage.reads}
     options = {f.name: _as_fingerprinted(f, getattr(opts, f.name)) for f in dataclasses.fields(opts)
                if f.name not in skip and f.name not in _HOW_FIELDS and f.metadata.get("fingerprint", True)
                and not (f.metadata.get("fingerprint") == "if-set" and getattr(opts, f.name) == f.default)}
-    inputs = {name: _input_digests(getattr(opts, name)) for name in stage.reads}
+    inputs = {name: _input_digests(getattr(opts, name), digest) for name in stage.reads}
     if stage.also_reads is not None:  # by short name (folder/file), so a moved folder is the same run
-        inputs["also"] = {f"{Path(p).parent.name}/{Path(p).name}": file_digest(p) for p in stage.also_reads(opts)}
+        also = stage.also_reads(opts) if also is None else also
+        inputs["also"] = {f"{Path(p).parent.name}/{Path(p).name}": digest(p) for p in also}
     return {"stage": stage.name, "options": _plain(options), "inputs": inputs}
 
 
@@ -170,7 +174,15 @@ def run_stage(stage: Stage, opts: Any, *, resume: bool = False, quiet: bool = Fa
     folder = Path(opts.out)
     settle(folder)  # a killed run's swap is finished first, whatever this run then finds wrong
     preflight(stage, opts)
-    identity = _identity(stage, opts)  # its inputs hashed once, for the key and for what changed
+    also = list(stage.also_reads(opts)) if stage.also_reads is not None else []
+    hashed: dict[str, tuple[str | None, int]] = {}  # each input hashed once: for the key and run.json
+
+    def digest(path: Any) -> str | None:
+        if str(path) not in hashed:
+            hashed[str(path)] = tree_digest(path)
+        return hashed[str(path)][0]
+
+    identity = _identity(stage, opts, also, digest)  # for the key and for what changed
     key = value_digest(identity)
     if resume and is_done(stage, opts, key):
         if not quiet:
@@ -186,8 +198,8 @@ def run_stage(stage: Stage, opts: Any, *, resume: bool = False, quiet: bool = Fa
                           soft_wrap=True, markup=False, highlight=False)
     writes = [*stage.writes.values(), REPORT, REJECTED, *(stage.also_writes(opts) if stage.also_writes else ())]
     try:
-        with open_run(stage.name, folder, lineage(opts), input_paths(stage, opts), staged=not stage.appends,
-                      writes=writes, fingerprint=key) as run:
+        with open_run(stage.name, folder, lineage(opts), input_paths(stage, opts, also), staged=not stage.appends,
+                      writes=writes, fingerprint=key, hashed=hashed) as run:
             report = stage.run(opts, run, **objects)
             run.write_report(report)
     except BaseException:
@@ -221,11 +233,9 @@ def _plain_all(value: Any) -> Any:
     return _plain(value)
 
 
-def input_paths(stage: Stage, opts: Any) -> list[str]:
-    """Every file the run reads (named by options, or found from them), for ``run.json``."""
-    found: list[Any] = [getattr(opts, name) for name in stage.reads]
-    if stage.also_reads is not None:
-        found += list(stage.also_reads(opts))
+def input_paths(stage: Stage, opts: Any, also: list[Any]) -> list[str]:
+    """Every file the run reads (named by options, and ``also``: found from them), for ``run.json``."""
+    found: list[Any] = [getattr(opts, name) for name in stage.reads] + also
     flat: list[str] = []
     for value in found:
         for v in value if isinstance(value, (list, tuple)) else (value,):
@@ -275,9 +285,9 @@ def _changed_flags(old: Any, new: dict[str, Any], opts: Any) -> list[str]:
         value = getattr(opts, f.name)
         if dataclasses.is_dataclass(value):
             nested.add(f.name)
-            flags.update({g.name: _flag(g) for g in dataclasses.fields(value)})
+            flags.update({g.name: field_flag(g) for g in dataclasses.fields(value)})
         else:
-            flags[f.name] = _flag(f)
+            flags[f.name] = field_flag(f)
 
     def flat(options: dict[str, Any]) -> dict[str, Any]:
         out = {k: v for k, v in options.items() if k not in nested}
@@ -297,16 +307,12 @@ def _changed_flags(old: Any, new: dict[str, Any], opts: Any) -> list[str]:
     return changed
 
 
-def _flag(f: dataclasses.Field) -> str:
-    return (f.metadata.get("flag") or "--" + f.name.replace("_", "-")).split("/")[0]
-
-
-def _input_digests(value: Any) -> Any:
+def _input_digests(value: Any, digest: Callable[[Any], str | None]) -> Any:
     if value is None:
         return None
     if isinstance(value, (list, tuple)):
-        return [_input_digests(v) for v in value]
-    return file_digest(value)
+        return [_input_digests(v, digest) for v in value]
+    return digest(value)
 
 
 def _as_fingerprinted(f: dataclasses.Field, value: Any) -> Any:

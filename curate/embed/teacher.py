@@ -467,3 +467,12 @@ class _ShardEncoder:
     def __call__(self):
         teacher = Teacher(**self.spec, cache=False)
         return lambda shard: teacher._run_model(list(shard[1]), shard[0])
+
+
+def check_teachers(names) -> None:
+    """Each teacher named can be made (its kind, its folder or key), loading no model: a stage's
+    check, so a bad ``--teacher`` stops a run before it starts. A teacher object passed in from
+    Python is already made."""
+    for name in names:
+        if isinstance(name, str):
+            Teacher(name, cache=False).close()

@@ -92,14 +92,12 @@ def check(opts: FilterOptions) -> None:
     """The recipe loads and has what its steps need, before any step runs or any model loads."""
     from curate.filter.base import STEPS
 
-    recipe = load_recipe(opts.recipe)
-    needs = [STEPS.get(step.name).needs_corpus for step in recipe.steps if not opts.corpus]
-    if any(needs):
-        raise CurateError(next(n for n in needs if n))
-    if opts.teacher:
-        from curate.mine.main import _check_teachers
+    from curate.embed.teacher import check_teachers
 
-        _check_teachers([opts.teacher])
+    for step in load_recipe(opts.recipe).steps:
+        if not opts.corpus and STEPS.get(step.name).needs_corpus:
+            raise CurateError(STEPS.get(step.name).needs_corpus)
+    check_teachers([opts.teacher] if opts.teacher else [])
 
 
 def filter_stage(opts: FilterOptions, run) -> dict[str, Any]:

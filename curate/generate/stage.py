@@ -208,15 +208,15 @@ def generate_stage(opts: GenerateOptions, run) -> dict[str, Any]:
     from curate.generate.examples import Planning
     from curate.generate.languages import parse_languages
 
-    pool = parse_languages(opts.languages)  # read once (a weights file)
+    # how every family's items are planned (a pool read once; n None: all a source gives, else 100)
+    planning = Planning(opts.n, opts.seed, dict(opts.pins), opts.max_chars, parse_languages(opts.languages))
     planned: list[str] = []  # every item's id, families in turn, each family's items in plan order
 
     async def one(spec, client, stats, progress):
         if source is not None:
             tasks = load_tasks(Path(opts.tasks_file), spec.family) if given else fixed_tasks(spec)
             stats.extra["tasks_used"] = len(tasks)
-            items = source[0].items(spec, data, tasks, Planning(opts.n, opts.seed, dict(opts.pins), opts.max_chars,
-                                                                pool), stats, out)  # n None: all the source gives
+            items = source[0].items(spec, data, tasks, planning, stats, out)
         else:
             if given:
                 tasks = load_tasks(Path(opts.tasks_file), spec.family)
@@ -228,7 +228,7 @@ def generate_stage(opts: GenerateOptions, run) -> dict[str, Any]:
                 if not tasks:
                     raise CurateError(f"{spec.family}: brainstorming gave no usable task (see {out}/logs)")
             stats.extra["tasks_used"] = len(tasks)
-            items = plan_items(spec, tasks, Planning(opts.n or 100, opts.seed, dict(opts.pins), opts.max_chars, pool))
+            items = plan_items(spec, tasks, planning)
         planned.extend(it.id for it in items)  # planned here, so the finished file can be put in this order
         return Family(spec, items, stats)  # asked for with every other family's, in one queue
 
@@ -406,17 +406,18 @@ def run_llm_stage(stage: str, opts: StageOptions, one: PerFamily, names: Sequenc
         from curate.core.runner import folder_lock
 
         with folder_lock(out_dir):
-            combined = _serve_and_ask(stage, opts, main, timings, summaries, finish)
+            combined = _serve_and_ask(stage, opts, main, summaries, finish)
         atomic_write_json(out_dir / f"{stage}_summary.json", combined)
         return combined
     run.params["tasks"] = [s.family for s in specs]  # what "all" resolved to
-    combined = _serve_and_ask(stage, opts, main, timings, summaries, finish)
+    combined = _serve_and_ask(stage, opts, main, summaries, finish)
     run.timings.update(timings)
     run.counts.update(combined["counts"])
     return combined
 
 
-def _serve_and_ask(stage: str, opts: StageOptions, main, timings, summaries, finish) -> dict[str, Any]:
+def _serve_and_ask(stage: str, opts: StageOptions, main, summaries, finish) -> dict[str, Any]:
+    """Start or reach the backend, ask every family's items (``main``), then ``finish``; the run's summary."""
     from curate.core.progress import console
     from curate.llm.backend import llm_backend
     from curate.llm.redact import safe_url

@@ -147,16 +147,9 @@ def check(opts: MineOptions) -> None:
         raise CurateError(f"unknown --ensemble {opts.ensemble!r} (choose from {', '.join(ENSEMBLES)})")
     if len(opts.teachers) > 1 and opts.ensemble is None:
         raise CurateError("several --teacher need --ensemble intra or --ensemble cross")
-    _check_teachers(opts.teachers)
+    from curate.embed.teacher import check_teachers
 
-
-def _check_teachers(names) -> None:
-    """A teacher that cannot be is found now (its name, its key), loading nothing."""
-    from curate.embed.teacher import Teacher
-
-    for name in names:
-        if isinstance(name, str):  # a teacher object passed in from Python is already made
-            Teacher(name, cache=False).close()
+    check_teachers(opts.teachers)
 
 
 def mine_stage(opts: MineOptions, run, teachers=None, rescorer=None) -> dict[str, Any]:

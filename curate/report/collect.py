@@ -55,9 +55,8 @@ def collect(folder: str | Path, *, sample: int = 2000, seed: int = 0) -> dict[st
         order = pipeline.get("order") or list(this_run)
         parts = [(name, folder / name, this_run[name], pipeline.get(name))
                  for name in this_run if name in STAGES and (folder / name).is_dir()]
-        data["earlier"] = [name for name in (*order, *STAGES.names()) if name not in this_run
-                           and (folder / name).is_dir() and (folder / name / "run.json").is_file()]
-        data["earlier"] = list(dict.fromkeys(data["earlier"]))
+        data["earlier"] = [name for name in dict.fromkeys((*order, *STAGES.names()))
+                           if name not in this_run and (folder / name / "run.json").is_file()]
         if not pipeline.get("finished", True):  # killed, or still running
             data["unfinished"] = [name for name in order if name not in this_run]
     elif (folder / ABLATE_REPORT).is_file():
