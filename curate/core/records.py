@@ -1,16 +1,23 @@
 """The record schema every stage reads and writes.
 
 One dataclass for a training example (query, positive, graded negatives) and one for a
-brainstormed task. Later stages add their numbers to ``Negative.teacher_score`` /
-``Record.teacher`` / ``Record.scores`` / ``Record.meta`` rather than inventing new shapes.
+brainstormed task. Later stages add their numbers to ``Negative`` (a negative's own teacher score
+and rank, mine's rank, the judges' verdicts) / ``Record.teacher`` / ``Record.scores`` /
+``Record.meta`` rather than inventing new shapes. Whatever is known of one negative lives on that
+negative, so a step that drops or reorders negatives takes their facts with them
+(``Record.keep_negatives``) and no list elsewhere has to be kept in line.
 
 Reading checks every field's type and that the texts are not blank, so a bad line stops the
 stage that reads it with one line naming file and line, instead of reaching an export or
-crashing a later step. Version 3 keeps a record's further positives in ``positives`` (text
+crashing a later step. Version 4 moves the facts about one negative onto it (its teacher rank,
+was ``teacher.negative_ranks``; mine's rank and teacher, were ``meta.mine.ranks``/``teachers``
+beside ``meta.mine.doc_ids``; the judges' verdicts, were ``scores.judges.CHECK.negatives``).
+Version 3 keeps a record's further positives in ``positives`` (text
 and corpus id), its own positive's id in ``positive_id`` and the teacher's numbers in one typed
 ``teacher`` (``TeacherScores``); version 2 gave each mined negative
 its corpus ``doc_id``. Older files (version 2: ``meta.positives``/``meta.positive_ids``/``scores.teacher``; version
-1: ids in ``meta.mine.doc_ids``, matched by position) are upgraded as they are read.
+1: ids in ``meta.mine.doc_ids``, matched by position; 3: the per-negative lists above) are
+upgraded as they are read.
 """
 
 from __future__ import annotations
@@ -18,13 +25,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from curate.core.errors import CurateError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # The task families the shipped specs cover; a user may add more with a template and a spec.
 FAMILIES = ("short-long", "long-short", "short-short", "long-long", "sts", "bitext")
 
@@ -52,6 +59,19 @@ class Negative:
     source: str = "llm"  # "llm" for generated, "mined" for retrieved from a corpus
     doc_id: str | None = None  # the corpus id of a mined negative
     title: str | None = None  # its document's title, which ``text`` begins with (titles: see above)
+    # 1 + documents of the record's teacher pool scoring strictly higher; with ``teacher_score``
+    # it belongs to ``Record.teacher`` (filter's teacher steps write both)
+    teacher_rank: int | None = None
+    mine_rank: int | None = None  # its rank in mine's search (1 = the closest document)
+    mined_by: str | None = None  # mine with several teachers: the one whose search found it
+    judges: dict[str, Any] | None = None  # filter's judges: each check's verdicts, by judge name
+
+    # written only when known, so a plain negative stays as short as it was
+    OPTIONAL = ("title", "teacher_rank", "mine_rank", "mined_by", "judges")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__
+                if name not in self.OPTIONAL or getattr(self, name) is not None}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], where: str = "negative") -> Negative:
@@ -69,6 +89,11 @@ class Negative:
             raise ValueError(f"{where} 'doc_id' must be a string")
         _safe_id(d, "doc_id", where)
         _typed(d, "title", str, "a string", where)
+        for key in ("teacher_rank", "mine_rank"):
+            if d.get(key) is not None and not (_is_int(d[key]) and d[key] >= 1):
+                raise ValueError(f"{where} '{key}' must be a whole number of at least 1 (got {d[key]!r})")
+        _typed(d, "mined_by", str, "a string", where)
+        _typed(d, "judges", dict, "an object", where)
         known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
         if known.get("doc_id") is not None:
             known["doc_id"] = str(known["doc_id"])
@@ -109,8 +134,7 @@ class TeacherScores:
     positive: float | None = None
     positive_rank: int | None = None  # 1 + documents of the pool scoring strictly higher
     margin: float | None = None  # positive - the hardest negative's score
-    pool: int | None = None  # how many documents were ranked
-    negative_ranks: list[int] | None = None  # the same rank for each negative, aligned with the list
+    pool: int | None = None  # how many documents were ranked (each negative's rank: ``Negative.teacher_rank``)
     positives: list[float] | None = None  # mine: each labelled positive's score, the record's own first
     stage: str | None = None  # "mine" when mine wrote it
     retriever: str | None = None  # mine with a rescorer: the model that retrieved the candidates
@@ -137,7 +161,7 @@ class TeacherScores:
         for key, ok, says in (("negative_ranks", _is_int, "integers"), ("positives", _is_number, "numbers")):
             v = d.get(key)
             if v is not None and (not isinstance(v, list) or not all(ok(x) for x in v)):
-                raise ValueError(f"{where} '{key}' must be a list of {says}")
+                raise ValueError(f"{where} '{key}' must be a list of {says}")  # negative_ranks: version 3
         for key in ("stage", "retriever"):
             _typed(d, key, str, "a string", where)
         _typed(d, "teachers", dict, "an object", where)
@@ -168,6 +192,17 @@ class Record:
     meta: dict[str, Any] = field(default_factory=dict)  # provenance: model, template, seed, ...
     schema_version: int = SCHEMA_VERSION
 
+    def keep_negatives(self, keep: Sequence[int]) -> None:
+        """Keep the negatives at indices ``keep``, in that order. Each carries its own facts, so only
+        the record-level number that depends on the set is measured again: the margin of a teacher
+        that ranked every negative (filter's; mine's margin stays the one its search measured)."""
+        ranked = bool(self.negatives) and all(n.teacher_rank is not None for n in self.negatives)
+        self.negatives = [self.negatives[i] for i in keep]
+        t = self.teacher
+        scores = [n.teacher_score for n in self.negatives]
+        if ranked and t is not None and t.positive is not None and all(s is not None for s in scores):
+            t.margin = margin_of(t.positive, scores)
+
     def all_positives(self) -> list[Positive]:
         """This record's positive and any further ones, with their corpus ids when known."""
         return [Positive(self.positive, self.positive_id), *self.positives]
@@ -180,8 +215,7 @@ class Record:
             if d[name] is None:
                 del d[name]
         d["positives"] = [p.to_dict() for p in self.positives]
-        d["negatives"] = [{name: getattr(n, name) for name in n.__dataclass_fields__
-                           if name != "title" or n.title is not None} for n in self.negatives]
+        d["negatives"] = [n.to_dict() for n in self.negatives]
         d["teacher"] = self.teacher.to_dict() if self.teacher is not None else None
         d["scores"], d["meta"] = dict(self.scores), dict(self.meta)
         return d
@@ -232,6 +266,9 @@ class Record:
             _upgrade_v1(rec)
         if version < 3:
             _upgrade_v2(rec)
+        if version < 4:  # the teacher's negative ranks: under teacher (version 3) or scores.teacher (2)
+            teacher = d.get("teacher") or (d.get("scores") or {}).get("teacher")
+            _upgrade_v3(rec, teacher.get("negative_ranks") if isinstance(teacher, dict) else None)
         rec.schema_version = SCHEMA_VERSION
         return rec
 
@@ -266,6 +303,42 @@ def _upgrade_v2(rec: Record) -> None:
         rec.positive_id = ids[0]
     extra_ids = ids[1:] if len(ids) == len(extra) + 1 else [None] * len(extra)
     rec.positives = rec.positives or [Positive(t, i) for t, i in zip(extra, extra_ids) if t.strip()]
+
+
+def _upgrade_v3(rec: Record, ranks: list[int] | None) -> None:
+    """Version 3 kept facts about each negative in lists beside the negatives: the teacher's ranks
+    (``teacher.negative_ranks``, in list order), mine's ranks, ids and teachers (``meta.mine``, in
+    the order of the mined negatives) and each judge check's verdicts (``scores.judges.CHECK
+    .negatives``, in list order). A list that no longer lines up says nothing (it is dropped)."""
+    negs = rec.negatives
+    if isinstance(ranks, list) and len(ranks) == len(negs):
+        for n, r in zip(negs, ranks):
+            n.teacher_rank = r if r >= 1 else None
+    mine = rec.meta.get("mine")
+    if isinstance(mine, dict):
+        mine = rec.meta["mine"] = dict(mine)
+        lists = {key: mine.pop(key, None) for key in ("ranks", "doc_ids", "teachers")}
+        mined = [n for n in negs if n.source == "mined"]
+        for key, attr in (("ranks", "mine_rank"), ("teachers", "mined_by")):
+            v = lists[key]
+            if isinstance(v, list) and len(v) == len(mined):
+                for n, x in zip(mined, v):
+                    ok = (_is_int(x) and x >= 1) if attr == "mine_rank" else isinstance(x, str)
+                    setattr(n, attr, x if ok else None)
+    judges = rec.scores.get("judges")
+    if isinstance(judges, dict):
+        rec.scores = {**rec.scores, "judges": {check: dict(v) if isinstance(v, dict) else v for check, v in judges.items()}}
+        for check, judged in rec.scores["judges"].items():
+            verdicts = judged.pop("negatives", None) if isinstance(judged, dict) else None
+            if isinstance(verdicts, list) and len(verdicts) == len(negs):
+                for n, v in zip(negs, verdicts):
+                    if isinstance(v, dict):
+                        n.judges = {**(n.judges or {}), check: v}
+
+
+def margin_of(positive: float, neg_scores: Sequence[float]) -> float | None:
+    """The teacher's margin: the positive's score minus the hardest negative's (None without negatives)."""
+    return float(positive - max(neg_scores)) if len(neg_scores) else None
 
 
 def _doc_id(d: dict[str, Any], key: str, where: str) -> None:

@@ -25,10 +25,8 @@ def same_text(text: str) -> str:
 def drop_positive_copies(items: Sequence[Item]) -> list[tuple[Item, Negative]]:
     """Remove from each record every negative equal to one of its positives; return them.
 
-    Pruned through the filter's ``select_negatives``, so everything aligned with the negatives
-    (the teacher's ranks, mine's and the judges' per-negative lists) loses the same entries."""
-    from curate.filter.teacher_scores import select_negatives
-
+    A negative carries its own facts (teacher rank, mine's rank, judges' verdicts), so they go
+    with it."""
     dropped: list[tuple[Item, Negative]] = []
     for it in items:
         rec = it.record
@@ -37,5 +35,5 @@ def drop_positive_copies(items: Sequence[Item]) -> list[tuple[Item, Negative]]:
         if not copies:
             continue
         dropped += [(it, rec.negatives[k]) for k in copies]
-        select_negatives(rec, [k for k in range(len(rec.negatives)) if k not in copies])
+        rec.keep_negatives([k for k in range(len(rec.negatives)) if k not in copies])
     return dropped

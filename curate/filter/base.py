@@ -113,21 +113,18 @@ class FilterContext:
 
 
 def keep_negatives(rec: Record, survivors: list, ctx: FilterContext, drop_empty: bool = True) -> bool:
-    """Prune ``rec`` to ``survivors`` (a subset of its negatives, in order), keeping teacher
-    numbers aligned; a record left with none is dropped as ``no-negatives-left``.
+    """Prune ``rec`` to ``survivors`` (a subset of its negatives, in order); a record left with none is dropped as ``no-negatives-left``.
 
     Returns whether the record stays. Every step that removes negatives goes through here, so
-    the rule for an emptied record and the teacher bookkeeping live in one place.
+    the rule for an emptied record lives in one place.
     """
-    from curate.filter.teacher_scores import select_negatives
-
     if len(survivors) == len(rec.negatives):
         return True
     if not survivors and drop_empty:
         ctx.reject(rec, "no-negatives-left", {"negatives_before": len(rec.negatives)})
         return False
     ids = {id(n) for n in survivors}
-    select_negatives(rec, [i for i, n in enumerate(rec.negatives) if id(n) in ids])
+    rec.keep_negatives([i for i, n in enumerate(rec.negatives) if id(n) in ids])
     return True
 
 

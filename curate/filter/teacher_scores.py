@@ -8,20 +8,19 @@ whole pool and writes::
         model=...,            # teacher.model_id; records already scored by it are skipped
         positive=cos(q, positive),
         positive_rank=1 + number of pool documents scoring strictly higher,
-        negative_ranks=[...], # the same rank for each negative, in list order
         margin=positive - max(negative scores)   (None without negatives),
         pool=pool size,
     )
 
-and each ``neg.teacher_score``.  A document whose text equals the query is left out of
+and each negative's ``teacher_score`` and ``teacher_rank`` (the same rank).  A document whose text equals the query is left out of
 the ranking (a query should not compete with itself).  Ranks come from a top-``depth``
 search; a record with a document deeper than that is re-scored against the full pool in
 query chunks, so every rank is exact however deep.
 
 Prompts follow the E5 convention: queries get the query prompt and documents the document
 prompt, but in symmetric records (``taskspec.is_symmetric``: sts, bitext) both sides are
-encoded with the query prompt.  Steps that prune or reorder negatives must go through
-``select_negatives`` so ``negative_ranks`` and ``margin`` stay aligned with the list.
+encoded with the query prompt.  Steps that prune or reorder negatives go through
+``Record.keep_negatives``, which measures the margin again.
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from curate.negatives.search import rank_targets, top_k
-from curate.core.records import Record, TeacherScores
+from curate.core.records import Record, TeacherScores, margin_of
 from curate.llm.taskspec import is_symmetric
 
 
@@ -45,45 +44,10 @@ class TeacherDepth:
 
 
 def is_annotated(rec: Record, model_id: str) -> bool:
-    """Scored by this model, and the stored numbers still line up with the negatives."""
+    """Scored by this model: the record's positive and every negative it has now."""
     t = rec.teacher
-    return (t is not None and t.model == model_id
-            and t.negative_ranks is not None and len(t.negative_ranks) == len(rec.negatives)
-            and t.positive is not None
-            and all(n.teacher_score is not None for n in rec.negatives))
-
-
-def margin_of(positive: float, neg_scores: Sequence[float]) -> float | None:
-    return float(positive - max(neg_scores)) if len(neg_scores) else None
-
-
-# per-negative lists ``curate mine`` writes into ``meta["mine"]``, in the order of the negatives
-MINE_ALIGNED = ("ranks", "doc_ids", "teachers")
-
-
-def select_negatives(rec: Record, keep: Sequence[int]) -> None:
-    """Keep the negatives at indices ``keep`` (in that order); realign the teacher numbers and the
-    other per-negative lists (mine's ranks and ids, judge_answerable's verdicts for each check)."""
-    t = rec.teacher
-    ranks = t.negative_ranks if t is not None else None
-    n_before = len(rec.negatives)
-    aligned = ranks is not None and len(ranks) == n_before
-    rec.negatives = [rec.negatives[i] for i in keep]
-    mine = rec.meta.get("mine")
-    if isinstance(mine, dict):
-        mine = rec.meta["mine"] = dict(mine)
-        for key in MINE_ALIGNED:
-            if isinstance(mine.get(key), list) and len(mine[key]) == n_before:
-                mine[key] = [mine[key][i] for i in keep]
-    judges = rec.scores.get("judges") if isinstance(rec.scores, dict) else None
-    for judged in judges.values() if isinstance(judges, dict) else ():  # answerable, and its other checks
-        if isinstance(judged, dict) and isinstance(judged.get("negatives"), list) and len(judged["negatives"]) == n_before:
-            judged["negatives"] = [judged["negatives"][i] for i in keep]
-    if aligned:
-        t.negative_ranks = [ranks[i] for i in keep]
-        scores = [n.teacher_score for n in rec.negatives]
-        if t.positive is not None and all(s is not None for s in scores):
-            t.margin = margin_of(t.positive, scores)
+    return (t is not None and t.model == model_id and t.positive is not None
+            and all(n.teacher_score is not None and n.teacher_rank is not None for n in rec.negatives))
 
 
 def document_pool(records: Sequence[Record], corpus: Sequence[str]) -> tuple[list[str], dict[str, int]]:
@@ -127,10 +91,10 @@ def _score_group(teacher, group: list[Record], pool: list[str], index: dict[str,
             results[qi] = ([float(x) for x in ds[j]], [int(x) for x in dr[j]])
 
     for rec, (s, r) in zip(group, results):
-        for neg, score in zip(rec.negatives, s[1:]):
-            neg.teacher_score = score
+        for neg, score, rank in zip(rec.negatives, s[1:], r[1:]):
+            neg.teacher_score, neg.teacher_rank = score, rank
         rec.teacher = TeacherScores(model=teacher.model_id, positive=s[0], positive_rank=r[0],
-                                    negative_ranks=r[1:], margin=margin_of(s[0], s[1:]), pool=len(pool))
+                                    margin=margin_of(s[0], s[1:]), pool=len(pool))
 
 
 def ensure_teacher_scores(records: Sequence[Record], ctx, depth: int = 100) -> Sequence[Record]:

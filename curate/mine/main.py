@@ -74,9 +74,11 @@ def _level(i: int, k: int) -> int:
 def _record(item: MineItem, picks: list[Pick], mined_by: dict[int, Mined], inp: MineInput, cfg: MineConfig,
             opts: MineOptions, models: list[str], scorer_name: str | None) -> Record:
     corpus = inp.corpus
+    by_teacher = len(mined_by) > 1 or opts.ensemble == "cross"
     negatives = [Negative(text=corpus.texts[p.doc], level=_level(i, cfg.k) if opts.levels else None,
                           teacher_score=float(p.score), source="mined", doc_id=corpus.doc_id(p.doc),
-                          title=corpus.title(p.doc))
+                          title=corpus.title(p.doc), mine_rank=int(p.rank),
+                          mined_by=models[p.teacher] if by_teacher else None)
                  for i, p in enumerate(picks)]
     first_t = min(mined_by)
     first = mined_by[first_t]
@@ -93,18 +95,16 @@ def _record(item: MineItem, picks: list[Pick], mined_by: dict[int, Mined], inp: 
         if len(mined_by) > 1 else None)
     mine_meta: dict[str, Any] = {
         "method": cfg.method.name, "params": cfg.method.record_params(), "k": cfg.k, "sample": cfg.sample,
-        "ranks": [int(p.rank) for p in picks],
-        "doc_ids": [corpus.doc_id(p.doc) for p in picks],
         "depth": max(m.depth for m in mined_by.values()),
         "valid": {models[t]: m.valid for t, m in sorted(mined_by.items())} if len(mined_by) > 1 else first.valid,
     }
-    if len(mined_by) > 1 or opts.ensemble == "cross":
-        mine_meta["teachers"] = [models[p.teacher] for p in picks]
     reasons = {m.short_reason for m in mined_by.values() if m.short_reason}
     if len(picks) < cfg.k and reasons:
         mine_meta["short_reason"] = "; ".join(sorted(reasons))
     if item.record is not None:
         rec = item.record
+        for neg in rec.negatives:  # ranked by the teacher this one replaces
+            neg.teacher_rank = None
         rec.negatives = list(rec.negatives) + negatives
         rec.teacher = teacher
         rec.meta = dict(rec.meta or {})

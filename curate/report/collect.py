@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from curate.core.errors import CurateError
+from curate.core.records import Record
 from curate.core.stage import STAGES
 from curate.report.sample import count_lines, records_by_id, sample_lines
 
@@ -220,33 +221,28 @@ def _text(value: Any) -> str | None:
 
 
 def _record_row(obj: dict[str, Any], status: str, stage: str) -> dict[str, Any]:
+    try:  # read as every stage reads it (older schemas upgraded); a row that is not a record shows what it has
+        obj = Record.from_dict(obj).to_dict()
+    except (ValueError, TypeError):
+        pass
     teacher = obj.get("teacher") if isinstance(obj.get("teacher"), dict) else {}
-    ranks = teacher.get("negative_ranks") if isinstance(teacher.get("negative_ranks"), list) else None
     scores = obj.get("scores") if isinstance(obj.get("scores"), dict) else {}
     judges = scores.get("judges") if isinstance(scores.get("judges"), dict) else {}
     meta = obj.get("meta") if isinstance(obj.get("meta"), dict) else {}
-    mined = _mined_ranks(meta.get("mine"))
     negatives = []
-    for i, n in enumerate(obj.get("negatives") or []):
+    for n in obj.get("negatives") or []:
         if not isinstance(n, dict):
             continue
-        rank = ranks[i] if ranks and i < len(ranks) else mined.get(n.get("doc_id"))
+        rank = n.get("teacher_rank") if n.get("teacher_rank") is not None else n.get("mine_rank")
         negatives.append({"text": _text(n.get("text")) or "", "level": n.get("level"), "score": n.get("score"),
-                          "teacher_score": n.get("teacher_score"), "source": n.get("source"), "rank": rank})
+                          "teacher_score": n.get("teacher_score"), "source": n.get("source"), "rank": rank,
+                          "judges": n.get("judges")})
     return {"id": obj.get("id"), "status": status, "stage": stage, "step": None, "reason": None, "detail": None,
             "family": obj.get("task_type"), "task": _text(obj.get("task")), "query": _text(obj.get("query")) or "",
             "positive": _text(obj.get("positive")) or "", "positive_title": _text(obj.get("positive_title")),
             "language": obj.get("language"), "negatives": negatives,
             "teacher": {k: teacher.get(k) for k in ("model", "positive", "positive_rank", "margin", "pool")} if teacher else None,
             "judges": judges or None, "relabel": meta.get("relabel")}
-
-
-def _mined_ranks(mine: Any) -> dict[Any, int]:
-    """A mined negative's rank in the teacher's search, by its document id (``meta.mine`` keeps
-    the ranks beside the ids, in the order mine chose them; later stages may drop some)."""
-    if not isinstance(mine, dict) or not isinstance(mine.get("ranks"), list) or not isinstance(mine.get("doc_ids"), list):
-        return {}
-    return {doc: rank for doc, rank in zip(mine["doc_ids"], mine["ranks"]) if isinstance(rank, int)}
 
 
 def _drop_row(d: dict[str, Any], rec: dict[str, Any] | None, stage: str) -> dict[str, Any]:

@@ -319,7 +319,7 @@ def test_version_2_positives_in_meta_are_upgraded_on_read():
 
     rec = _v2(positives=["p1", "p2"], positive_ids=["d0", "d1", 7])
     assert rec.all_positives() == [Positive("p0", "d0"), Positive("p1", "d1"), Positive("p2", "7")]
-    assert rec.meta == {"seed": 1} and rec.schema_version == 3  # the old keys leave meta
+    assert rec.meta == {"seed": 1} and rec.schema_version == SCHEMA_VERSION  # the old keys leave meta
     # ids that do not line up with the extra texts give the extra texts no id (never a wrong one)
     rec = _v2(positives=["p1"], positive_ids=["d0"])
     assert rec.all_positives() == [Positive("p0", "d0"), Positive("p1", None)]
@@ -338,8 +338,31 @@ def test_teacher_numbers_are_one_typed_field_and_version_2_scores_move_there():
     assert again == rec and again.teacher.own_positive() == 0.7  # the record's own positive, not the anchor
     assert TeacherScores("f", positive=0.8).own_positive() == 0.8
     old = {**_record().to_dict(), "schema_version": 2, "teacher": None,
-           "scores": {"teacher": {"model": "mini", "positive": 0.9, "negative_ranks": [2, 5], "margin": 0.1},
+           "scores": {"teacher": {"model": "mini", "positive": 0.9, "negative_ranks": [2, 5, 6, 9], "margin": 0.1},
                       "judges": {}}}
     up = Record.from_dict(old)
-    assert up.teacher == TeacherScores("mini", positive=0.9, negative_ranks=[2, 5], margin=0.1)
+    assert up.teacher == TeacherScores("mini", positive=0.9, margin=0.1)
+    assert [n.teacher_rank for n in up.negatives] == [2, 5, 6, 9]  # each negative carries its own (version 4)
     assert up.scores == {"judges": {}}
+
+
+def test_version_3_lists_beside_the_negatives_move_onto_them():
+    """Schema 3 kept a negative's facts in lists beside the negatives; each one moves onto its
+    negative, and a list that no longer lines up is dropped rather than misassigned."""
+    negs = [Negative(text="llm", level=1), Negative(text="m1", source="mined", doc_id="d1"),
+            Negative(text="m2", source="mined", doc_id="d2")]
+    v3 = {**_record(negatives=negs, meta={"mine": {"method": "top-k", "ranks": [4, 9], "doc_ids": ["d1", "d2"],
+                                                   "teachers": ["a", "b"]}}).to_dict(),
+          "schema_version": 3, "teacher": {"model": "m", "positive": 0.9, "negative_ranks": [7, 2, 5]},
+          "scores": {"judges": {"answerable": {"positive": {"j": "yes"},
+                                               "negatives": [{"j": "no"}, None, {"j": "partly"}]}}}}
+    rec = Record.from_dict(v3)
+    assert [(n.teacher_rank, n.mine_rank, n.mined_by) for n in rec.negatives] == [
+        (7, None, None), (2, 4, "a"), (5, 9, "b")]
+    assert [n.judges for n in rec.negatives] == [{"answerable": {"j": "no"}}, None, {"answerable": {"j": "partly"}}]
+    assert rec.meta["mine"] == {"method": "top-k"} and rec.scores["judges"] == {"answerable": {"positive": {"j": "yes"}}}
+    rec.keep_negatives([2, 0])  # each negative's facts go where it goes
+    assert [(n.text, n.teacher_rank, n.mine_rank) for n in rec.negatives] == [("m2", 5, 9), ("llm", 7, None)]
+    assert Record.from_dict(json.loads(json.dumps(rec.to_dict()))) == rec
+    v3["teacher"]["negative_ranks"] = [1, 2]  # out of line with the three negatives: says nothing
+    assert [n.teacher_rank for n in Record.from_dict(v3).negatives] == [None, None, None]

@@ -139,3 +139,19 @@ def test_an_appending_stage_starts_afresh_when_its_fingerprint_changes(labelled,
     assert [json.loads(x)["seed"] for x in (out / "rows.jsonl").read_text().splitlines()] == [5, 5], \
         "the same fingerprint resumes: nothing cleared"
     assert calls == [0, 5, 5]
+
+
+def test_only_the_runner_opens_runs_and_report_and_export_import_no_other_stage():
+    """The contract's import graph (docs: Run folders, "Who knows the stages"), as
+    ``bench/stage_imports.py`` draws it: a stage module opening its own run folder, or report/ or
+    export/ reaching into another stage's package, is the drift this contract removed."""
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("stage_imports", root / "bench" / "stage_imports.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    edges, open_run = module.graph(root)
+    assert open_run == []
+    assert not edges.get("report") and not edges.get("export")
+    assert "generate" in edges["cli"], "the graph does see imports (the CLI imports generate)"

@@ -512,7 +512,7 @@ def test_mined_rows_carry_ids_and_scores(data):
     for r in rows:
         rec = by_id[r.record_id]
         assert r.positive_id == rec["positive_id"]
-        want = dict(zip((n["text"] for n in rec["negatives"]), rec["meta"]["mine"]["doc_ids"]))
+        want = {n["text"]: n["doc_id"] for n in rec["negatives"]}
         assert r.negative_ids == [want[t] for t in r.negatives]
         assert r.negative_scores == sorted(r.negative_scores, reverse=True)  # hardest (closest) first
 

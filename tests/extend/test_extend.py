@@ -129,7 +129,7 @@ def test_a_mining_preset_is_one_module(tmp_path):
         assert len(rows) == 20
         for r in rows:
             # ranks count the query's positives too; the band counts candidates only
-            ranks, n_pos = r["meta"]["mine"]["ranks"], 1 + len(r["positives"])
+            ranks, n_pos = [n["mine_rank"] for n in r["negatives"]], 1 + len(r["positives"])
             assert len(ranks) == 3 and all(3 <= k <= 8 + n_pos for k in ranks) and ranks == sorted(ranks)
             assert all(n["teacher_score"] <= 0.9 for n in r["negatives"])
         # a knob the preset does not take is refused, naming the presets that do

@@ -10,7 +10,7 @@ import pytest
 from curate.core.records import Negative, Record
 from curate.filter.recipe import load_recipe
 from curate.filter.steps.judges import judge_answerable
-from curate.filter.teacher_scores import select_negatives
+from curate.core.records import Record
 from curate.llm.templates import load_template, render
 from tests.filter.common import recipe_error
 from tests.filter.test_judges import ctx_for, reasons, run
@@ -69,10 +69,10 @@ def test_a_negative_that_follows_the_instruction_is_dropped(srv, tmp_path):
     false_neg, good = kept[0], kept[1]
     assert [n.level for n in false_neg.negatives] == [2, 3, 4], "the record keeps its other levels"
     assert [n.level for n in good.negatives] == [1, 2, 3, 4]
-    assert good.scores["judges"]["instruction"] == {
-        "positive": {"default": "follows-instruction"},
-        "negatives": [{"default": "breaks-instruction"}, None, None, None]}  # levels 2-4 were not read
-    assert false_neg.scores["judges"]["instruction"]["negatives"] == [None, None, None]
+    assert good.scores["judges"]["instruction"] == {"positive": {"default": "follows-instruction"}}
+    assert [n.judges for n in good.negatives] == [  # each negative carries its verdicts; levels 2-4 were not read
+        {"instruction": {"default": "breaks-instruction"}}, None, None, None]
+    assert [n.judges for n in false_neg.negatives] == [None, None, None]
     assert "judges" not in kept[3].scores, "another family is not judged"
     # the positive and the level-1 negative are asked (not the positive's negatives when it fails)
     assert len(srv.chat_requests) == 2 + 2 + 1 + 2
@@ -93,8 +93,8 @@ def test_a_positive_that_needs_no_reasoning_drops_the_record(srv, tmp_path):
     assert reasons(ctx) == [("surface", "positive-fails-reasoning", "record"),
                             ("unrelated", "positive-fails-reasoning", "record")]
     assert ctx.rejections[0].detail["verdicts"] == {"default": "surface-match"}
-    assert kept[0].scores["judges"]["reasoning"] == {"positive": {"default": "needs-reasoning"},
-                                                     "negatives": [None] * 4}
+    assert kept[0].scores["judges"]["reasoning"] == {"positive": {"default": "needs-reasoning"}}
+    assert [n.judges for n in kept[0].negatives] == [None] * 4
     assert len(kept[0].negatives) == 4
     assert len(srv.chat_requests) == 3, "one call a record: the positive only"
     assert ctx.notes[STEP]["verdicts"] == {"positive:surface-match": 1, "positive:needs-reasoning": 1,
@@ -110,12 +110,23 @@ def test_the_default_check_is_unchanged(srv, tmp_path):
     assert schema["properties"]["verdict"]["enum"] == ["yes", "partly", "no"]
 
 
-def test_a_later_drop_keeps_each_checks_verdicts_aligned():
+def test_a_later_drop_takes_each_negatives_verdicts_with_it():
     rec = instruction_record("x")
-    rec.scores = {"judges": {"instruction": {"positive": {"j": "follows-instruction"},
-                                             "negatives": [{"j": "breaks-instruction"}, None, None, None]}}}
-    select_negatives(rec, [0, 3])
-    assert rec.scores["judges"]["instruction"]["negatives"] == [{"j": "breaks-instruction"}, None]
+    rec.negatives[0].judges = {"instruction": {"j": "breaks-instruction"}}
+    rec.keep_negatives([3, 0])
+    assert [n.judges for n in rec.negatives] == [None, {"instruction": {"j": "breaks-instruction"}}]
+    again = Record.from_dict(rec.to_dict())  # written and read back as a stage reads it
+    assert [n.judges for n in again.negatives] == [None, {"instruction": {"j": "breaks-instruction"}}]
+
+
+def test_version_3_verdicts_beside_the_negatives_are_moved_onto_them():
+    rec = instruction_record("x").to_dict()
+    rec["schema_version"] = 3
+    rec["scores"] = {"judges": {"instruction": {"positive": {"j": "follows-instruction"},
+                                                "negatives": [{"j": "breaks-instruction"}, None, None, None]}}}
+    got = Record.from_dict(rec)
+    assert got.scores["judges"] == {"instruction": {"positive": {"j": "follows-instruction"}}}
+    assert [n.judges for n in got.negatives] == [{"instruction": {"j": "breaks-instruction"}}, None, None, None]
 
 
 @pytest.mark.parametrize("params, needle", [

@@ -245,8 +245,8 @@ def test_answerable_positive_and_negatives(srv, tmp_path):
                             ("rec-bad", "positive-not-answering", "record")]
     assert ctx.rejections[0].text == DOCS[8] and ctx.rejections[0].detail["verdicts"] == {"default": "yes"}
     assert [n.text for n in kept[1].negatives] == leaky[:3]
-    assert kept[0].scores["judges"]["answerable"] == {"positive": {"default": "yes"},
-                                                      "negatives": [{"default": "no"}] * 4}
+    assert kept[0].scores["judges"]["answerable"] == {"positive": {"default": "yes"}}
+    assert [n.judges for n in kept[0].negatives] == [{"answerable": {"default": "no"}}] * 4
     assert len(kept[2].negatives) == 4  # "partly" is not a false negative
     # a record whose positive fails has its negatives left unasked
     assert len(srv.chat_requests) == 5 + 5 + 1 + 5

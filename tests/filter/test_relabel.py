@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -51,11 +52,13 @@ def mined(q: int, negs: list[Negative], ranks: list[int] | None = None, stage: s
     """A record as ``curate mine --data`` writes it (``stage=None``: as filter's teacher steps do)."""
     claim, positive = PAIRS[q]
     scores = [n.teacher_score for n in negs]
-    teacher = TeacherScores(model="teacher", positive=anchor, positive_rank=2, pool=100, negative_ranks=ranks,
+    negs = [dataclasses.replace(n) for n in negs]  # one negative may serve two records (each has its own ranks)
+    for k, n in enumerate(negs):  # each negative carries its teacher rank and mine's rank
+        n.teacher_rank, n.mine_rank = (ranks[k] if ranks and k < len(ranks) else None), k + 3
+    teacher = TeacherScores(model="teacher", positive=anchor, positive_rank=2, pool=100,
                             margin=anchor - max(scores) if negs else None,
                             positives=[anchor] if stage == "mine" else None, stage=stage)
-    meta = {"source": "beir", "mine": {"ranks": [k + 3 for k in range(len(negs))],
-                                       "doc_ids": [n.doc_id for n in negs]}}
+    meta = {"source": "beir", "mine": {"method": "top-k"}}
     if query_id:
         meta["query_id"] = f"q{q}"
     return Record(id=f"rec-{q}", task_type="retrieval", task=task, query=claim, positive=positive,
@@ -73,8 +76,8 @@ def test_relevant_leaves_the_negatives_for_the_positives():
     assert [n.doc_id for n in out.negatives] == ["doc8", "doc10"]
     assert out.positives == [Positive(DOCS[9], "doc9")] and out.positive == PAIRS[0][1]
     t = out.teacher
-    assert t.negative_ranks == [1, 3]
-    assert out.meta["mine"]["doc_ids"] == ["doc8", "doc10"] and out.meta["mine"]["ranks"] == [3, 5]
+    assert [n.teacher_rank for n in out.negatives] == [1, 3]
+    assert [n.mine_rank for n in out.negatives] == [3, 5]
     assert t.positives == [0.8, 0.6]  # aligned with all_positives()
     assert t.positive == 0.6  # mine's anchor is the lowest labelled positive
     assert t.margin == pytest.approx(0.6 - 0.7)
@@ -89,7 +92,7 @@ def test_better_becomes_the_positive(stage):
     assert out.positives == [Positive(PAIRS[0][1], "pos0")]
     assert [n.doc_id for n in out.negatives] == ["doc9", "doc10"]
     t = out.teacher
-    assert t.negative_ranks == [3, 4] and t.positive_rank == 1
+    assert [n.teacher_rank for n in out.negatives] == [3, 4] and t.positive_rank == 1
     if stage == "mine":
         assert t.positive == 0.8 and t.positives == [0.85, 0.8]  # the anchor: still the lowest positive
     else:
@@ -116,9 +119,9 @@ def test_not_relevant_stays_unsure_goes_non_candidates_untouched():
         ("doc8", 1, 0.7), ("doc10", 3, 0.6), ("doc11", 4, 0.5)]  # as they were, levels included
     assert out.negatives[1:] == rec.negatives[2:]
     assert out.positives == [] and out.positive == rec.positive  # unsure is no positive either
-    assert out.teacher.negative_ranks == [2, 30, 40] and out.teacher.positive == 0.8
+    assert [n.teacher_rank for n in out.negatives] == [2, 30, 40] and out.teacher.positive == 0.8
     assert out.teacher.margin == pytest.approx(0.8 - 0.7)
-    assert out.meta["mine"]["ranks"] == [3, 5, 6]
+    assert [n.mine_rank for n in out.negatives] == [3, 5, 6]
     assert out.meta["relabel"][1] == {"index": 1, "doc_id": "doc9", "verdict": "unsure", "tier": 2}
 
 
@@ -132,16 +135,17 @@ def test_nothing_moves_when_every_verdict_is_not_relevant():
 def test_a_record_may_end_without_negatives():
     rec = mined(4, [neg(8, score=0.7), neg(9, score=0.6)])  # no teacher ranks, as mine writes them
     out = relabel_record(rec, [Decision(0, "relevant"), Decision(1, "unsure")])
-    assert out.negatives == [] and out.teacher.margin is None and out.teacher.negative_ranks is None
-    assert out.positives == [Positive(DOCS[8], "doc8")] and out.meta["mine"]["doc_ids"] == []
+    assert out.negatives == [] and out.teacher.margin is None
+    assert out.positives == [Positive(DOCS[8], "doc8")] and out.meta["mine"] == rec.meta["mine"]
 
 
 def test_judge_answerable_verdicts_follow_the_negatives():
     rec = mined(5, [neg(8), neg(9), neg(10)])
-    rec.scores = {"judges": {"answerable": {"positive": {"a": "yes"}, "negatives": [{"a": "no"}, {"a": "partly"},
-                                                                                     {"a": "no"}]}}}
+    rec.scores = {"judges": {"answerable": {"positive": {"a": "yes"}}}}
+    for n, v in zip(rec.negatives, ("no", "partly", "no")):
+        n.judges = {"answerable": {"a": v}}
     out = relabel_record(rec, [Decision(1, "relevant")])
-    assert out.scores["judges"]["answerable"]["negatives"] == [{"a": "no"}, {"a": "no"}]
+    assert [n.judges for n in out.negatives] == [{"answerable": {"a": "no"}}] * 2
 
 
 def test_bad_decisions_are_refused():
@@ -159,7 +163,7 @@ def test_candidates_by_rank_else_by_position():
     assert candidates(mined(0, negs, ranks=[3, 12, 7, 25]), 10) == [0, 2]
     assert candidates(mined(0, negs, ranks=[3, 12, 7, 25]), 10, min_score=0.65) == [0]
     assert candidates(mined(0, negs), 2) == [0, 1]  # no ranks: the first max_rank, hardest first
-    assert candidates(mined(0, negs, ranks=[1, 2]), 3) == [0, 1, 2]  # ranks that do not line up: the same
+    assert candidates(mined(0, negs, ranks=[1, 2]), 3) == [0, 1, 2]  # a negative without a rank: the same
     assert candidates(mined(0, negs), 10, min_score=0.6) == [0, 1, 2]
     no_teacher = mined(0, negs)
     no_teacher.teacher = None
@@ -354,7 +358,7 @@ def test_every_verdict_through_the_cli(one_judge):
     assert [n.doc_id for n in r1.negatives] == ["doc16", "doc17"]  # "maybe" is no verdict: doc17 stays
     r2 = kept["rec-2"]
     assert [n.doc_id for n in r2.negatives] == ["doc18", "doc19", "doc20", "doc21"]
-    assert r2.teacher.negative_ranks == [3, 12, 4, 25] and r2.positives == []
+    assert [n.teacher_rank for n in r2.negatives] == [3, 12, 4, 25] and r2.positives == []
     assert kept["rec-3"].negatives == [] and kept["rec-3"].positives == [Positive(SHARED.text, "doc22")]
     assert [n.doc_id for n in kept["rec-4"].negatives] == ["doc23", "doc22"]
     # the judge saw exactly the candidates: never a negative past max_rank, by rank or by position

@@ -184,7 +184,7 @@ def test_annotation_matches_brute_force(world, tmp_path):
             assert t["positive_rank"] == w.rank(q, pos)
             assert t["positive"] == pytest.approx(float(w.S[w.qrow[q], pos]), abs=1e-5)
             negs = [w.doc_index[n.text] for n in rec.negatives]
-            assert t["negative_ranks"] == [w.rank(q, j) for j in negs]
+            assert [n.teacher_rank for n in rec.negatives] == [w.rank(q, j) for j in negs]
             for n, j in zip(rec.negatives, negs):
                 assert n.teacher_score == pytest.approx(float(w.S[w.qrow[q], j]), abs=1e-5)
             assert t["margin"] == pytest.approx(t["positive"] - max(n.teacher_score for n in rec.negatives))
@@ -227,8 +227,7 @@ def test_teacher_rank_catches_planted_faults(world, tmp_path):
         assert rej.detail["rank"] > 50 and rej.text is not None
     for rec in kept:
         t = rec.teacher.to_dict()
-        assert len(t["negative_ranks"]) == len(rec.negatives) >= 1
-        assert all(r <= 50 for r in t["negative_ranks"])
+        assert len(rec.negatives) >= 1 and all(n.teacher_rank <= 50 for n in rec.negatives)
         assert t["positive_rank"] <= 10
         assert t["margin"] == pytest.approx(t["positive"] - max(n.teacher_score for n in rec.negatives))
     assert ctx.reasons("teacher_rank")["negative-too-easy"] >= len(w.clean)  # the far level-4 ones
@@ -249,7 +248,7 @@ def test_false_negatives_percent_and_margin(world, tmp_path):
     assert rej.detail["score"] >= rej.detail["threshold"]
     fn_kept = next(r for r in kept if r.id == "fn")
     assert len(fn_kept.negatives) == 3 and w.pool[w.fn_strong] not in {n.text for n in fn_kept.negatives}
-    assert len(fn_kept.teacher.negative_ranks) == 3
+    assert all(n.teacher_rank is not None for n in fn_kept.negatives)
     assert {r.id for r in w.records} - {r.id for r in kept} <= {"swap"}
     for rec in kept:
         if rec.id != "swap":
@@ -295,7 +294,7 @@ def test_granularity_policies(world, tmp_path):
     scores = [n.teacher_score for n in rec.negatives]
     assert scores == sorted(scores, reverse=True)
     assert rec.scores["granularity"]["original_levels"] == [4, 3, 2, 1]
-    assert rec.teacher.negative_ranks == sorted(rec.teacher.negative_ranks)
+    assert [n.teacher_rank for n in rec.negatives] == sorted(n.teacher_rank for n in rec.negatives)
     assert next(r for r in kept if r.id == "easy").negatives[0].level == 4  # not inverted: untouched
 
     # sequential renumbering on a record whose level-1 negative was lost: levels 4, 3 -> 1, 2
@@ -336,9 +335,9 @@ class _FakeTeacher:
 
 def _annotated(pos: float, negs: list[float], ranks=None) -> Record:
     rec = Record(id="r", task_type="short-long", task="t", query="q", positive="p",
-                 negatives=[Negative(text=f"n{i}", level=i + 1, teacher_score=s) for i, s in enumerate(negs)])
+                 negatives=[Negative(text=f"n{i}", level=i + 1, teacher_score=s, teacher_rank=r)
+                            for i, (s, r) in enumerate(zip(negs, ranks or range(2, 2 + len(negs))))])
     rec.teacher = TeacherScores(model="fake", positive=pos, positive_rank=1,
-                                negative_ranks=ranks or list(range(2, 2 + len(negs))),
                                 margin=pos - max(negs), pool=10)
     return rec
 
@@ -355,7 +354,7 @@ def test_false_negative_threshold_with_a_negative_positive_score(tmp_path):
     assert rej.reason == "false-negative" and rej.text == "n0"
     assert rej.detail["threshold"] == pytest.approx(-0.21)
     assert [n.text for n in kept[0].negatives] == ["n1"]
-    assert kept[0].teacher.negative_ranks == [3]
+    assert [n.teacher_rank for n in kept[0].negatives] == [3]
     assert kept[0].teacher.margin == pytest.approx(0.05)
 
     rec = _annotated(0.5, [0.49, 0.48])

@@ -149,7 +149,7 @@ def test_cli_beir_folder_matches_pairs_run(scifact):
         assert rec["positive"] == data.corpus[next(iter(data.qrels[qid]))]  # the first labelled positive
         assert [rec["positive_id"], *(p["doc_id"] for p in rec["positives"])] == list(data.qrels[qid])
         assert [n["text"] for n in rec["negatives"]] == pairs_run[rec["query"]][0]
-        assert not set(rec["meta"]["mine"]["doc_ids"]) & set(data.qrels[qid])
+        assert not {n["doc_id"] for n in rec["negatives"]} & set(data.qrels[qid])
     assert "curate: error" not in proc.stderr
 
 

@@ -334,13 +334,13 @@ def test_run_mine_ensembles(tmp_path):
         ta = [n["text"] for n in a["negatives"]]
         tb = [n["text"] for n in b["negatives"]]
         assert [n["text"] for n in r["negatives"]] == [ta[0], tb[0], ta[1], tb[1]]
-        assert r["meta"]["mine"]["teachers"] == ["t1", "t2", "t1", "t2"]
+        assert [n["mined_by"] for n in r["negatives"]] == ["t1", "t2", "t1", "t2"]
         assert r["teacher"]["model"] == "intra:t1+t2"
     cross = run("cross", ensemble="cross")
     owners = assign_cross([r["meta"]["query_id"] for r in single1], 2, 0)
     for r, a, b, o in zip(cross, single1, single2, owners):
-        assert r["negatives"] == (a, b)[o]["negatives"]
-        assert r["meta"]["mine"]["teachers"] == [f"t{o + 1}"] * 4
+        assert [{**n, "mined_by": None} for n in r["negatives"]] == [{**n, "mined_by": None} for n in (a, b)[o]["negatives"]]
+        assert [n["mined_by"] for n in r["negatives"]] == [f"t{o + 1}"] * 4
     # the same teacher twice: no-dedup repeats each negative, dedup gives the next ones
     same = [HashTeacher("t1"), HashTeacher("t1b")]
     same[1]._vec = same[0]._vec
@@ -371,7 +371,9 @@ def test_run_mine_pairs_outputs_and_positives(tmp_path):
     t = q0["teacher"]
     assert t["model"] == "hash-teacher" and t["positive"] == min(t["positives"]) and len(t["positives"]) == 2
     assert q0["task"] == "Given a query, retrieve relevant documents." and q0["task_type"] == "retrieval"
-    assert len(q0["meta"]["mine"]["ranks"]) == 5 and q0["meta"]["mine"]["doc_ids"][0].startswith("d")
+    ranks = [n["mine_rank"] for n in q0["negatives"]]  # each negative carries its rank in mine's search
+    assert len(ranks) == 5 and ranks == sorted(ranks) and ranks[0] >= 1 and q0["negatives"][0]["doc_id"].startswith("d")
+    assert "ranks" not in q0["meta"]["mine"] and "doc_ids" not in q0["meta"]["mine"]
     assert (tmp_path / "o" / "report.json").exists() and (tmp_path / "o" / "mine_scores.png").exists()
 
 
@@ -429,9 +431,8 @@ def test_run_mine_records_keeps_generated_negatives(tmp_path):
     assert r1["negatives"][0] == {"text": "an llm negative", "level": 1, "score": 6, "answerable": None,
                                   "teacher_score": None, "source": "llm", "doc_id": None}
     mined = [n["text"] for n in r1["negatives"][2:]]
-    # each mined negative carries its corpus id, the one mine's report lists for it
-    assert [n["doc_id"] for n in r1["negatives"][2:]] == r1["meta"]["mine"]["doc_ids"]
-    assert all(n["doc_id"] for n in r1["negatives"][2:])
+    # each mined negative carries its corpus id and its rank in mine's search
+    assert all(n["doc_id"] and n["mine_rank"] >= 1 for n in r1["negatives"][2:])
     # neither positive, nor a negative the record already has, is mined again
     assert not {"document number 3", "document number 8", "document number 7"} & set(mined)
     assert out[1]["task_type"] == "sts" and len(out[1]["negatives"]) == 3

@@ -28,7 +28,7 @@ from typing import Literal
 
 from curate.core.params import check_params
 from curate.filter.base import register
-from curate.filter.teacher_scores import TeacherDepth, ensure_teacher_scores, select_negatives
+from curate.filter.teacher_scores import TeacherDepth, ensure_teacher_scores
 
 MGH_REFERENCE = {"1": 0.881, "2": 0.857, "3": 0.845, "4": 0.793}
 
@@ -90,7 +90,7 @@ def granularity(records, params, ctx):
             before = [(n.text, n.level) for n in rec.negatives]
             order = sorted(range(len(rec.negatives)),
                            key=lambda i: -(rec.negatives[i].teacher_score or 0.0))
-            select_negatives(rec, order)
+            rec.keep_negatives(order)
             original = [n.level for n in rec.negatives]
             graded = [n for n in rec.negatives if n.level is not None]
             new_levels = (range(1, len(graded) + 1) if renumber == "sequential"

@@ -15,7 +15,8 @@ offers, which ``negatives`` it reads (levels; ``[]``: only the positive), ``fami
 failing verdicts. ``filters/reasoning.yaml`` asks whether a reasoning record's positive needs the
 inference its query calls for, ``filters/instruction.yaml`` whether an instruction record's level-1
 negative really breaks the query's instruction; their drops are ``positive-fails-CHECK`` and
-``negative-fails-CHECK``, their verdicts ``scores["judges"][CHECK]``.
+``negative-fails-CHECK``, their verdicts ``scores["judges"][CHECK]`` (the positive's) and each
+kept negative's ``judges[CHECK]``.
 
 ``judge_query``: for queries an LLM wrote for a passage of the user's documents (``generate
 --from-corpus``), each judge scores the (query, positive) pair 1-10 for relevance, support and
@@ -24,7 +25,7 @@ under ``min_score`` (``query-below-threshold``).
 
 Judges fail closed: a judge that gives no valid answer drops what it was judging
 (``judge-error``, with the judge's error text), unless ``on_error: keep``. Verdicts go to
-``record.scores["judges"]``. ``relabel`` (relabel.py) asks the same judges about mined negatives,
+``record.scores["judges"]``, a negative's to that negative's ``judges``. ``relabel`` (relabel.py) asks the same judges about mined negatives,
 with the helpers here.
 
 A broken judge must not decide the data, so every step counts its calls by server
@@ -615,11 +616,10 @@ async def judge_answerable(records: list[Record], params: dict[str, Any], ctx: F
                 ctx.reject(rec, "judge-error", {"target": "positive", "verdicts": pos_named, "errors": failed(pos)})
             continue
         errors += bool(failed(pos))
-        survivors, kept_verdicts = [], []
+        survivors = []
         for k, (neg, verdicts) in enumerate(zip(rec.negatives, negs)):
             if verdicts is None:  # a level this check does not read
                 survivors.append(neg)
-                kept_verdicts.append(None)
                 continue
             v_named = named(verdicts)
             tally.update(f"negative:{v}" for v in v_named.values())
@@ -635,10 +635,9 @@ async def judge_answerable(records: list[Record], params: dict[str, Any], ctx: F
             else:
                 errors += bool(failed(verdicts))
                 survivors.append(neg)
-                kept_verdicts.append(v_named)
+                neg.judges = {**(neg.judges or {}), check: v_named}
                 continue
             neg_dropped += 1
-        scores["negatives"] = kept_verdicts  # aligned with the negatives that stay
         if keep_negatives(rec, survivors, ctx):
             kept.append(rec)
 

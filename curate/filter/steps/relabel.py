@@ -48,12 +48,11 @@ from typing import Any
 
 from curate.core.errors import CurateError
 from curate.core.params import schema_from_defaults
-from curate.core.records import Positive, Record
+from curate.core.records import Positive, Record, margin_of
 from curate.filter.base import FilterContext, register
 from curate.filter.steps.judges import (COMMON_DEFAULTS, CallLog, Judge, Verdict, _failed, _merge, _named,
                                         ask_judges, judging_plan, open_clients, parse_judges, short_error,
                                         verdict_task)
-from curate.filter.teacher_scores import margin_of, select_negatives
 from curate.llm.client import derive_seed
 
 STEP = "relabel"
@@ -122,12 +121,11 @@ def relabel_params(params: dict[str, Any] | None) -> tuple[dict[str, Any], list[
 def candidates(rec: Record, max_rank: int, min_score: float | None = None,
                per_record: int | None = None) -> list[int]:
     """Indices of the negatives to judge: teacher rank at most ``max_rank`` (the first ``max_rank``
-    negatives when the record has no ranks that line up), score at least ``min_score`` if set, and
+    negatives when one of them has no teacher rank), score at least ``min_score`` if set, and
     of those the ``per_record`` hardest: a judge's calls can go to just the negatives an export
     keeps (the hardest one with ``--negatives-per-row 1``)."""
-    t = rec.teacher
-    ranks = t.negative_ranks if t is not None else None
-    if ranks is not None and len(ranks) == len(rec.negatives):
+    ranks = [n.teacher_rank for n in rec.negatives]
+    if all(r is not None for r in ranks):
         picked = sorted((i for i, r in enumerate(ranks) if r <= max_rank), key=lambda i: (ranks[i], i))
     else:
         picked = list(range(min(max_rank, len(rec.negatives))))
@@ -152,9 +150,8 @@ def first_tier(judges: Sequence[Judge], verdicts: Sequence[Verdict], index: int)
 def relabel_record(rec: Record, decisions: Sequence[Decision]) -> Record:
     """A copy of ``rec`` with the verdicts applied (``rec`` itself is left as it was).
 
-    Negatives not named in ``decisions`` are untouched. Everything aligned with the negatives
-    (teacher ranks, ``meta["mine"]``'s lists, judge_answerable's per-negative verdicts) follows
-    them, and the teacher's numbers are brought in line with the new positives: the anchor score
+    Negatives not named in ``decisions`` are untouched, and each keeps its own facts (teacher
+    rank, mine's rank, judges' verdicts). The teacher's numbers are brought in line with the new positives: the anchor score
     of a mined record (its lowest positive) can only fall, a new own positive brings its own score
     and rank, and the margin is measured again against the negatives that are left."""
     out = copy.deepcopy(rec)
@@ -183,8 +180,6 @@ def relabel_record(rec: Record, decisions: Sequence[Decision]) -> Record:
     promoted = [d.index for d in decisions if d.verdict in PROMOTED and d.index != best]
 
     t = out.teacher
-    ranks = t.negative_ranks if t is not None else None
-    ranks_aligned = ranks is not None and len(ranks) == len(negs)
     pos_scores = (list(t.positives) if t is not None and t.positives is not None
                   and len(t.positives) == 1 + len(out.positives) else None)
 
@@ -217,12 +212,12 @@ def relabel_record(rec: Record, decisions: Sequence[Decision]) -> Record:
             if t.positive is not None:
                 t.positive = min([t.positive, *(s for s in new_scores if s is not None)])
             if best is not None:
-                t.positive_rank = ranks[best] if ranks_aligned else None
+                t.positive_rank = negs[best].teacher_rank
         elif best is not None:  # the anchor is the record's own positive, which changed
             t.positive = negs[best].teacher_score
-            t.positive_rank = ranks[best] if ranks_aligned else None
+            t.positive_rank = negs[best].teacher_rank
 
-    select_negatives(out, [i for i in range(len(negs)) if i not in gone])
+    out.keep_negatives([i for i in range(len(negs)) if i not in gone])
     if t is not None:
         left = [n.teacher_score for n in out.negatives]
         t.margin = (margin_of(t.positive, left) if t.positive is not None and all(s is not None for s in left)

@@ -46,20 +46,21 @@ def teacher_rank(records, params, ctx):
             continue
         if outranks:
             worst = None
-            for i, (neg, rank) in enumerate(zip(rec.negatives, t.negative_ranks)):
-                if rank < pos_rank or neg.teacher_score > pos_score:
+            for i, neg in enumerate(rec.negatives):
+                if neg.teacher_rank < pos_rank or neg.teacher_score > pos_score:
                     if worst is None or neg.teacher_score > rec.negatives[worst].teacher_score:
                         worst = i
             if worst is not None:
                 neg = rec.negatives[worst]
                 ctx.reject(rec, "negative-outranks-positive", {
-                    "negative_rank": t.negative_ranks[worst], "negative_score": neg.teacher_score,
+                    "negative_rank": neg.teacher_rank, "negative_score": neg.teacher_score,
                     "negative_level": neg.level, "positive_rank": pos_rank,
                     "positive_score": pos_score})
                 continue
         had = len(rec.negatives)
         keep = []
-        for i, (neg, rank) in enumerate(zip(rec.negatives, t.negative_ranks)):
+        for i, neg in enumerate(rec.negatives):
+            rank = neg.teacher_rank
             if neg_bottom is not None and rank > neg_bottom:
                 ctx.reject(rec, "negative-too-easy", {"rank": rank, "score": neg.teacher_score,
                                                       "limit": neg_bottom}, negative=neg)

@@ -132,6 +132,10 @@
     if (n.rank !== null && n.rank !== undefined) facts.push("rank " + n.rank);
     if (n.score !== null && n.score !== undefined) facts.push("LLM score " + fmt(n.score));
     if (n.source) facts.push(n.source);
+    if (n.judges) Object.keys(n.judges).forEach(function (check) {
+      var v = n.judges[check] || {};
+      facts.push(check + ": " + Object.keys(v).map(function (j) { return v[j]; }).join("/"));
+    });
     box.appendChild(el("div", "facts", facts.join(" · ")));
     box.appendChild(el("div", "text", n.text));
     return box;
