@@ -10,7 +10,6 @@ import pytest
 from curate.core.records import Negative, Record
 from curate.filter.recipe import load_recipe
 from curate.filter.steps.judges import judge_answerable
-from curate.core.records import Record
 from curate.llm.templates import load_template, render
 from tests.filter.common import recipe_error
 from tests.filter.test_judges import ctx_for, reasons, run
