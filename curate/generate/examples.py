@@ -205,12 +205,22 @@ def item_variables(spec: TaskSpec, item: Item, overrides: dict[str, Any] | None)
     return variables
 
 
-async def ask_item(spec: TaskSpec, task: LLMTask[Example], item: Item, client: LLMClient,
-                   overrides: dict[str, Any] | None, max_chars: int | None, copy_retries: int,
+@dataclass(frozen=True)
+class Asking:
+    """How every item of the run is asked for (the same for every family)."""
+
+    overrides: dict[str, Any] = field(default_factory=dict)  # --set pins
+    prompt_dirs: tuple[str, ...] = ()
+    max_chars: int | None = None
+    copy_retries: int = 0
+
+
+async def ask_item(spec: TaskSpec, task: LLMTask[Example], item: Item, client: LLMClient, asking: Asking,
                    fresh: bool) -> tuple[Result[Example], dict[str, Any]]:
     """Ask for one item (``task``: the spec's ``example_task``); its answer and the record's meta.
     ``fresh``: skip cached answers (the item failed before and is tried again)."""
-    variables = item_variables(spec, item, overrides)
+    variables = item_variables(spec, item, asking.overrides)
+    max_chars, copy_retries = asking.max_chars, asking.copy_retries
     result = await task.run(client, variables, item.seed, fresh=fresh)
     copy = None
     if copy_retries and result.ok and "positive" in item.given and "query" not in item.given:

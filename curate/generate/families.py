@@ -19,7 +19,7 @@ from typing import Any
 from curate.core.estimate import Pace
 from curate.core.progress import RunStats
 from curate.generate.examples import FAILED, GENERATED, Item, asked_spec, drop_failed, finished_ids
-from curate.generate.queue import Asking, plan_queue, requests_by_family, run_queue
+from curate.generate.queue import Asking, QueueWork, Sink, plan_queue, requests_by_family, run_queue
 from curate.generate.shards import merge_parts, run_sharded
 from curate.llm.taskspec import TaskSpec
 
@@ -95,14 +95,14 @@ async def run_families(families: Sequence[Family], client: Any, out_dir: Path, a
     if pace is not None:
         estimate.announce()
         pace.begin()
+    work = QueueWork(queue, specs, asking, retried, out_dir)
     if sharded:
-        run_sharded(families, specs, queue, client.cfg, cache_path, out_dir, asking, retried, executor, advance,
-                    timings)
+        run_sharded(families, work, client.cfg, cache_path, executor, advance, timings)
     else:
         tallies = [[0, 0] for _ in families]
         sent_before = client.requests_sent
-        await run_queue(queue, specs, asking, client, retried, out_dir / GENERATED, out_dir / FAILED,
-                        [f.stats for f in families], tallies, advance, pace)
+        await run_queue(work, client, Sink(out_dir / GENERATED, out_dir / FAILED, [f.stats for f in families], tallies),
+                        advance, pace)
         answered = [f.stats.ok + f.stats.failed for f in families]  # this run's answers
         for f, n, (_, hits) in zip(families, requests_by_family(tallies, client.requests_sent - sent_before, answered),
                                    tallies):

@@ -19,50 +19,63 @@ counts the requests its own items sent and the answers they read from the cache 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from curate.core.estimate import Estimate, Pace
 from curate.core.progress import RunStats
-from curate.generate.examples import Item, answer_to_record, ask_item, count_copy, example_task, item_variables
+from curate.generate.examples import (Asking, Item, answer_to_record, ask_item, count_copy, example_task,
+                                      item_variables)
 from curate.llm.taskspec import TaskSpec
 
 
-@dataclass(frozen=True)
-class Asking:
-    """How every item of the run is asked for (the same for every family)."""
+@dataclass
+class QueueWork:
+    """What one queue asks: its (family index, item) entries, each family's spec as its items are
+    asked, how they are asked, the ids to ask afresh (their cached answers were why they failed)
+    and the run folder."""
 
-    overrides: dict[str, Any] = field(default_factory=dict)  # --set pins
-    prompt_dirs: tuple[str, ...] = ()
-    max_chars: int | None = None
-    copy_retries: int = 0
+    entries: Sequence[tuple[int, Item]]
+    specs: Sequence[TaskSpec]
+    asking: Asking
+    retried: set[str]
+    out_dir: Path
 
 
-async def run_queue(queue: Sequence[tuple[int, Item]], specs: Sequence[TaskSpec], asking: Asking, client: Any,
-                    retried: set[str], records: Path, failures: Path, stats: Sequence[RunStats],
-                    tallies: Sequence[list[int]], on_done: Callable[[int], None] | None = None,
+@dataclass
+class Sink:
+    """Where a queue's answers go: records and failures appended to two files, and each family's
+    numbers (``stats``; ``tallies``: [requests sent, cache hits])."""
+
+    records: Path
+    failures: Path
+    stats: Sequence[RunStats]
+    tallies: Sequence[list[int]]
+
+
+async def run_queue(work: QueueWork, client: Any, sink: Sink, on_done: Callable[[int], None] | None = None,
                     pace: Pace | None = None) -> None:
     """Ask for every queued item, at most the client's concurrency per server at once, appending
-    each record (or failure) to ``records`` (``failures``) as it comes; each family's numbers go
-    to its ``stats`` and ``tallies`` ([requests sent, cache hits]); ``on_done(family)`` after each;
-    ``pace`` times the answers (``curate.core.estimate``)."""
+    each record (or failure) to the ``sink``'s files as it comes, each family's numbers to its
+    stats and tallies; ``on_done(family)`` after each; ``pace`` times the answers
+    (``curate.core.estimate``)."""
     from curate.core.asyncrun import bounded
     from curate.core.jsonl import JsonlAppender
     from curate.llm.client import TALLY
 
+    specs, asking = work.specs, work.asking
     tasks = [example_task(spec, asking.prompt_dirs, asking.max_chars) for spec in specs]
 
-    async def work(entry: tuple[int, Item]):
+    async def ask(entry: tuple[int, Item]):
         k, item = entry
-        TALLY.set(tallies[k])  # this item's task only: its requests and cache hits count for its family
-        return await ask_item(specs[k], tasks[k], item, client, asking.overrides, asking.max_chars,
-                              asking.copy_retries, item.id in retried)
+        TALLY.set(sink.tallies[k])  # this item's task only: its requests and cache hits count for its family
+        return await ask_item(specs[k], tasks[k], item, client, asking, item.id in work.retried)
 
     limit = in_flight(client)
-    with JsonlAppender(records) as good, JsonlAppender(failures) as bad:
-        async for (k, item), (result, meta) in bounded(queue, work, limit):
-            spec, s, answer = specs[k], stats[k], result.answer
+    with JsonlAppender(sink.records) as good, JsonlAppender(sink.failures) as bad:
+        async for (k, item), (result, meta) in bounded(work.entries, ask, limit):
+            spec, s, answer = specs[k], sink.stats[k], result.answer
             s.add(result.ok, answer.prompt_tokens, answer.completion_tokens, result.reason, answer.cached)
             if pace is not None:
                 pace.answered(1, answer.prompt_tokens + answer.completion_tokens)

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from curate.core.progress import RunStats
-from curate.generate.examples import FAILED, GENERATED, Item, finished_ids
-from curate.generate.queue import requests_by_family, run_queue
+from curate.generate.examples import FAILED, GENERATED, finished_ids
+from curate.generate.queue import QueueWork, Sink, requests_by_family, run_queue
 
 PARTS = ".curate-parts"  # the shards' own records and failures until they are folded in
 _NOTE = "fingerprint.json"  # the run the parts belong to
@@ -143,23 +143,25 @@ class _Shard:
         """Items finished so far, per family."""
         return list(self.done)
 
-    async def run(self, shard: int, cfg: Any, cache_path: str | None, out_dir: str, specs: list,
-                  queue: list[tuple[int, Item]], asking: Any, retried: set[str]) -> list[tuple[RunStats, int, int]]:
+    async def run(self, shard: int, cfg: Any, cache_path: str | None, work: QueueWork) -> list[tuple[RunStats, int, int]]:
+        """This shard's part of the queue (``work``: its entries and their retried ids) against
+        its own servers (``cfg``), into its own part files."""
         from curate.llm.backend import open_backend
         from curate.llm.cache import RequestCache
 
-        self.done = [0] * len(specs)
-        stats = [RunStats(stage="generate") for _ in specs]
-        tallies = [[0, 0] for _ in specs]
+        n = len(work.specs)
+        self.done = [0] * n
+        sink = Sink(*part_paths(Path(work.out_dir), shard), [RunStats(stage="generate") for _ in range(n)],
+                    [[0, 0] for _ in range(n)])
+        stats, tallies = sink.stats, sink.tallies
         cache = RequestCache(cache_path)
         client = open_backend(cfg, cache)
-        records, failures = part_paths(Path(out_dir), shard)
 
         def one_done(k: int) -> None:
             self.done[k] += 1
 
         try:
-            await run_queue(queue, specs, asking, client, retried, records, failures, stats, tallies, one_done)
+            await run_queue(work, client, sink, one_done)
             sent = client.requests_sent
         finally:
             await client.close()
@@ -168,31 +170,31 @@ class _Shard:
         return [(s, n, t[1]) for s, n, t in zip(stats, requests, tallies)]
 
 
-def run_sharded(families: Sequence[Any], specs: Sequence[Any], queue: Sequence[tuple[int, Item]], cfg: Any,
-                cache_path: Path | None, out_dir: Path, asking: Any, retried: set[str], executor: Any,
+def run_sharded(families: Sequence[Any], work: QueueWork, cfg: Any, cache_path: Path | None, executor: Any,
                 advance: Callable[[int, int], None], timings: dict[str, float]) -> None:
-    """The queue on ``executor.shards`` Ray actors (``specs``: each family's, as its items are asked);
+    """The queue on ``executor.shards`` Ray actors, each against its share of ``cfg``'s servers;
     ``advance(family, n)`` as their items finish; each family's stats gain its shards' numbers;
     the parts are folded in at the end, whatever happens."""
     from curate.core.executor import _get, ray_for, remote
 
+    queue, out_dir = work.entries, work.out_dir
     servers = shard_servers(cfg.base_urls, executor.shards, cfg.concurrency)
     dealt = deal(queue, [len(urls) * conc for urls, conc in servers])
-    work = [(k, servers[k], part) for k, part in enumerate(dealt) if part]
+    shards = [(k, servers[k], part) for k, part in enumerate(dealt) if part]
     started = time.perf_counter()
     ray = ray_for(executor)
     parts = out_dir / PARTS
     parts.mkdir(parents=True, exist_ok=True)
     (parts / _NOTE).write_text(json.dumps({"fingerprint": _run_fingerprint(out_dir)}), encoding="utf-8")
     actor = remote(ray, _Shard, executor)
-    actors = [actor.remote() for _ in work]
-    specs = list(specs)
+    actors = [actor.remote() for _ in shards]
     try:
         _get(ray, [a.ready.remote() for a in actors])
         timings["shards_start_s"] = time.perf_counter() - started  # Ray and the client processes up
         refs = [a.run.remote(k, replace(cfg, base_urls=urls, concurrency=conc), str(cache_path) if cache_path else None,
-                             str(out_dir), specs, part, asking, {it.id for _, it in part} & retried)
-                for a, (k, (urls, conc), part) in zip(actors, work)]
+                             replace(work, entries=part, specs=list(work.specs),
+                                     retried={it.id for _, it in part} & work.retried))
+                for a, (k, (urls, conc), part) in zip(actors, shards)]
         seen = [[0] * len(families) for _ in actors]
 
         def poll() -> None:
