@@ -30,7 +30,44 @@ from curate.cli.serve import serve
 from curate.core.errors import CurateError
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class Curate(click.Group):
+    """The shipped commands, then a command for every stage a plugin registers under the
+    ``curate.stages`` entry-point group (``curate NAME``, its options from the stage's options
+    dataclass, run by ``run_stage``). Listing them reads the entry points' names only: a plugin's
+    module is imported when its command is asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *_plugin_stages()})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        command = super().get_command(ctx, name)
+        if command is None and name in _plugin_stages():
+            from curate.core.stage import STAGES
+
+            command = stage_command(name, STAGES.get(name))
+        return command
+
+
+def _plugin_stages() -> set[str]:
+    from importlib.metadata import entry_points
+
+    return {ep.name for ep in entry_points(group="curate.stages")}
+
+
+def stage_command(name: str, stage) -> click.Command:
+    """``curate NAME`` for a registered stage: one option per field of its options dataclass."""
+    from curate.cli.options import from_options, options_from
+
+    def run(**kw) -> None:
+        from curate.core.stage import run_stage
+
+        run_stage(stage, from_options(stage.options, kw))
+
+    doc = (stage.run.__doc__ or f"Run the {name} stage (a plugin's).").strip()
+    return click.command(name, cls=Command, help=doc)(options_from(stage.options)(run))
+
+
+@click.group(cls=Curate, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="curate")
 def cli() -> None:
     """Turn LLMs and real retrieval datasets into training data for text-embedding models.

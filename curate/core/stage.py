@@ -208,11 +208,21 @@ def run_stage(stage: Stage, opts: Any, *, resume: bool = False, quiet: bool = Fa
         raise
     atomic_write_json(folder / MARKER, {"stage": stage.name, "fingerprint": key,
                                         "report": file_digest(folder / REPORT)})
-    if not quiet and stage.summary is not None:
-        for line in stage.summary(report, folder):
+    if not quiet:
+        for line in _summary(stage, report, folder):
             console.print(line, soft_wrap=True) if not isinstance(line, str) else console.print(
                 line, soft_wrap=True, markup=False, highlight=False)
     return report, RAN
+
+
+def _summary(stage: Stage, report: dict[str, Any], folder: Path) -> list[Any]:
+    """The lines printed after a run: the stage's own, else its funnel row's and where it wrote."""
+    if stage.summary is not None:
+        return list(stage.summary(report, folder))
+    if stage.present is None or stage.funnel is None:
+        return [f"{stage.name}: done ({folder})"]
+    return [f"{label}: {text}" for label, text in stage.present(stage.funnel(report, folder)).lines] + [
+        f"  written to {folder}"]
 
 
 def lineage(opts: Any) -> dict[str, Any]:

@@ -260,3 +260,32 @@ def test_a_plugin_that_exits_on_import_is_one_line_and_a_failure(tmp_path, recor
     proc = run_curate("filter", "--in", str(records), "--out", str(tmp_path / "f"), env=env)
     assert_one_line_error(proc, "filter step plugin 'quitter'", "exited while loading")
     assert not (tmp_path / "f").exists()
+
+
+def test_a_stage_plugin_is_a_command_with_its_own_run_folder(tmp_path, records):
+    """A stage registered under ``curate.stages`` is ``curate NAME``: its options from its dataclass,
+    its folder opened by the runner (run.json, resume), its row in ``curate report``."""
+    env = install(tmp_path / "site", "stage")
+    listed = run_curate("--help", env=env)
+    _ok(listed)
+    assert "sample" in listed.stdout
+    helped = run_curate("sample", "--help", env=env)
+    _ok(helped)
+    assert "--in" in helped.stdout and "How many records to keep" in helped.stdout
+    out = tmp_path / "s"
+    proc = run_curate("sample", "--in", str(records), "--out", str(out), "--n", "4", env=env)
+    _ok(proc)
+    assert "sample: 4 of 6 records kept" in proc.stderr, "its funnel row is its summary (on the console, stderr)"
+    kept = read_jsonl(out / "sampled.jsonl")
+    assert len(kept) == 4 and len({r["id"] for r in kept}) == 4
+    run = json.loads((out / "run.json").read_text())
+    assert run["stage"] == "sample" and run["params"]["n"] == 4 and run["fingerprint"]
+    again = run_curate("sample", "--in", str(records), "--out", str(out), "--n", "4", "--seed", "1", env=env)
+    _ok(again)
+    assert len(read_jsonl(out / "sampled.jsonl")) == 4 and json.loads((out / "run.json").read_text())["params"]["seed"] == 1
+    report = run_curate("report", str(out), env=env)
+    _ok(report)
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert '{"label":"kept","value":4,"key":"sample.records_kept"}' in page, "its funnel row, from its present()"
+    bad = run_curate("sample", "--in", str(records), "--out", str(out), "--n", "0", env=env)
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr
