@@ -18,6 +18,7 @@ from curate import __version__
 from curate.cli.ablate import ablate
 from curate.cli.brainstorm import brainstorm
 from curate.cli.convert import convert
+from curate.cli.data import data
 from curate.cli.eval import eval_command
 from curate.cli.export import export
 from curate.cli.filter import filter_cmd
@@ -76,12 +77,14 @@ def cli() -> None:
     Start here:  curate pipeline DOCS --out RUN   (your documents in, training data out)
     Then:        curate report RUN                (one HTML page: funnel, charts, records)
     Stages one by one: brainstorm/generate, filter, mine, export; convert, eval, ablate, serve.
+    Public collections the docs use:  curate data get scifact
     Docs: docs/index.md in the source, or `curate COMMAND --help`.
     """
 
 
 cli.command_class = Command  # a command added with @cli.command() builds its options lazily too
-for command in (brainstorm, generate, filter_cmd, mine, export, convert, eval_command, ablate, pipeline, report, serve):
+for command in (brainstorm, generate, filter_cmd, mine, export, convert, eval_command, ablate, pipeline, report, serve,
+                data):
     cli.add_command(command)
 
 

@@ -431,3 +431,19 @@ def test_losses_train_on_the_exports_teacher_scores(tiny, monkeypatch):
     # a second run finds every arm done
     again = run_ablate(AblateOptions(grid=str(grid), out=str(tiny["tmp"] / "losses-out"), say=lambda _: None))
     assert again["summary"] == report["summary"]
+
+
+def test_data_given_on_the_command_line_replaces_the_grids(tmp_path):
+    """A shipped grid names the copy the tests use (../shared/data); a fresh clone has its own,
+    fetched by `curate data get`: --data points the same grid at it, for training and evaluation."""
+    grid = tmp_path / "grids" / "g.yaml"
+    grid.parent.mkdir()
+    grid.write_text("data: ../../nowhere/nfcorpus\nsplit: train\neval: {data: ../../nowhere/nfcorpus, split: test}\n"
+                    "arms:\n  base: {kind: base}\n", encoding="utf-8")
+    with pytest.raises(CurateError, match="curate data get nfcorpus"):
+        load_grid(grid)
+    mine = write_beir(tmp_path / "datasets" / "nfcorpus", {"d1": "a text"}, {"q1": "a query"}, {"q1": {"d1": 1}})
+    got = load_grid(grid, str(mine))
+    assert got.data == got.eval_data == str(mine.resolve())
+    proc = run_curate("ablate", str(grid), "--out", str(tmp_path / "a"), "--data", str(tmp_path / "missing"))
+    assert_one_line_error(proc, "missing")

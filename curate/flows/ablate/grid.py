@@ -313,7 +313,8 @@ def _folder(path: Path, value: Any, what: str) -> str:
     folder = Path(value).expanduser()
     folder = folder if folder.is_absolute() else (path.parent / folder)
     if not (folder / "corpus.jsonl").is_file():
-        raise CurateError(f"{path}: {what} {value!r} is not a BEIR folder (no corpus.jsonl in {folder})")
+        raise CurateError(f"{path}: {what} {value!r} is not a BEIR folder (no corpus.jsonl in {folder}); "
+                          f"fetch it with `curate data get {folder.name}` and pass --data datasets/{folder.name}")
     return str(folder.resolve())
 
 
@@ -359,9 +360,11 @@ def _split(path: Path, value: Any, what: str) -> str:
     return value
 
 
-def load_grid(path: str | Path) -> Grid:
+def load_grid(path: str | Path, data: str | None = None) -> Grid:
     """The grid file, every value checked (types, ranges, arm names, each arm's options by its
-    stages' own checks) before anything runs: each fault one line naming the file (and arm)."""
+    stages' own checks) before anything runs: each fault one line naming the file (and arm).
+    ``data``: a BEIR folder used instead of the grid's, for training and evaluation alike (the
+    same grid on one's own copy of its collection)."""
     path = Path(path)
     if not path.is_file():
         raise CurateError(f"{path}: no such grid file")
@@ -397,6 +400,9 @@ def load_grid(path: str | Path) -> Grid:
     if student is not None and (not isinstance(student, str) or not student.strip()):
         raise CurateError(f"{path}: student must be a model name or folder (null: the bundled all-MiniLM-L6-v2), "
                           f"got {student!r}")
+    if data is not None:
+        obj["data"] = str(Path(data).expanduser().resolve())
+        ev.pop("data", None)
     data = _folder(path, obj.get("data"), "data")
     split = _split(path, obj.get("split", "train"), "split")
     if holdout is not None and ("data" in ev or ev.get("split", split) != split):

@@ -44,6 +44,9 @@ class AblateOptions:
     grid: str = field(metadata={"argument": True, "path": "file"})
     out: str = field(metadata={
         "path": "dir", "help": "Folder for the runs, ablate_report.json and ablate.png (re-run to resume)."})
+    data: str | None = field(default=None, metadata={  # override the grid's data (and eval data)
+        "path": "dir", "help": "A BEIR folder to train and evaluate on instead of the grid's (its own copy of the "
+                               "same collection: `curate data get NAME`)."})
     seeds: tuple[int, ...] = field(default=(), metadata={  # override the grid's seeds
         "flag": "--seed", "help": "Seeds to run instead of the grid's (repeatable)."})
     steps: int | None = field(default=None, metadata={  # override the grid's budget
@@ -288,7 +291,7 @@ def _quiet() -> None:
 def run_ablate(opts: AblateOptions) -> dict[str, Any]:
     say = opts.say or (lambda msg: None)
     _quiet()
-    grid = load_grid(opts.grid)
+    grid = load_grid(opts.grid, opts.data)
     if opts.seeds:
         grid.seeds = list(dict.fromkeys(opts.seeds))
     if opts.steps is not None:
