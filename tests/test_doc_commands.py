@@ -1,0 +1,154 @@
+"""Every ``curate`` command the docs show is one curate takes, and the README tour runs as written.
+
+The parse check reads every fenced block of the README and of docs/ and hands each ``curate ...``
+line to the real command line's parser (nothing runs): a renamed option, a removed command or a
+value of the wrong type in the docs fails here, with the page and the line. The run check types
+the README tour's dataset commands (``mine``, ``export``, ``eval``) in a fresh folder whose
+``datasets/scifact`` is a small slice of SciFact; the tour's ``pipeline``, ``generate``,
+``filter`` and ``report`` lines are run the same way by the end-to-end tests of those stages
+(tests/flows/test_pipeline.py, tests/generate, tests/report).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import click
+import pytest
+
+from curate.cli import cli
+from tests.helpers import REPO, SHARED_DATA, read_jsonl, run_curate
+from tests.mine_helpers import write_beir
+
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+FENCE = re.compile(r"^```([\w-]*)[^\n]*\n(.*?)^```", re.S | re.M)
+SHELL = {"", "bash", "sh", "shell", "console"}
+# folders of the checkout: a path in them that the docs name must be there (the parse runs in the checkout)
+SHIPPED = {"data", "bench", "filters", "tasks", "prompts", "docs", "curate", "tests"}
+
+
+def doc_commands(page: Path) -> list[tuple[int, str]]:
+    """(line number, command) for every ``curate`` line of ``page``'s shell blocks, continuation
+    lines joined and the trailing comment cut."""
+    text = page.read_text(encoding="utf-8")
+    out = []
+    for block in FENCE.finditer(text):
+        if block.group(1) not in SHELL:
+            continue
+        first = text.count("\n", 0, block.start(2)) + 1
+        lines = block.group(2).splitlines()
+        i = 0
+        while i < len(lines):
+            start, line = first + i, lines[i]
+            while line.rstrip().endswith("\\") and i + 1 < len(lines):
+                i += 1
+                line = line.rstrip()[:-1].rstrip() + " " + lines[i].strip()
+            i += 1
+            line = re.sub(r"\s+#\s.*$", "", line).strip()
+            if line.startswith("curate "):
+                out.append((start, line))
+    return out
+
+
+def _plugin_commands() -> set[str]:
+    """Commands the docs' plugin examples add (``curate sample``): not there until installed."""
+    names = set()
+    for pyproject in (REPO / "docs" / "examples" / "plugins").glob("*/pyproject.toml"):
+        text = pyproject.read_text(encoding="utf-8")
+        block = re.search(r'\[project\.entry-points\."curate\.stages"\]\n(.*?)(\n\[|\Z)', text, re.S)
+        names |= {ln.split("=")[0].strip() for ln in block.group(1).splitlines() if "=" in ln} if block else set()
+    return names
+
+
+def parse(command: str) -> None:
+    """Hand ``command`` to curate's parser, subcommands included, in the checkout (where the
+    docs' relative paths of shipped files point); raises what click raises."""
+    import os
+
+    here = os.getcwd()
+    os.chdir(REPO)
+    try:
+        _parse(command)
+    finally:
+        os.chdir(here)
+
+
+def _parse(command: str) -> None:
+    ctx = cli.make_context("curate", shlex.split(command)[1:])
+    group = cli
+    while True:  # a group keeps the subcommand apart from its arguments (click's protected args)
+        args = [*getattr(ctx, "_protected_args", []), *ctx.args]
+        if not args:
+            return
+        name, cmd, rest = group.resolve_command(ctx, args)
+        ctx = cmd.make_context(name, rest, parent=ctx)
+        if not isinstance(cmd, click.Group):
+            return
+        group = cmd
+
+
+def test_every_curate_command_in_the_docs_parses():
+    plugins = _plugin_commands()
+    seen, wrong = 0, []
+    for page in PAGES:
+        for line, command in doc_commands(page):
+            if "..." in command or " [" in command or shlex.split(command)[1] in plugins:
+                continue  # an elided line, a synopsis ([--option VALUE]), a plugin's own command
+            seen += 1
+            try:
+                parse(command)
+            except click.ClickException as e:
+                missing = re.search(r"Path '([^']+)' does not exist", e.format_message())
+                if missing and Path(missing.group(1)).parts[0] not in SHIPPED:
+                    continue  # the reader's own file (my_docs/, pairs.jsonl): not there here
+                wrong.append(f"{page.relative_to(REPO)}:{line}: {command}\n    {e.format_message()}")
+    assert not wrong, "\n".join(wrong)
+    assert seen > 40, "the docs' commands were found"
+
+
+def test_a_misspelt_option_in_a_page_would_be_caught(tmp_path):
+    page = tmp_path / "p.md"
+    page.write_text("text\n\n```\ncurate mine --data d --splitt train \\\n    --out o   # a comment\n```\n",
+                    encoding="utf-8")
+    ((line, command),) = doc_commands(page)
+    assert (line, command) == (4, "curate mine --data d --splitt train --out o")
+    with pytest.raises(click.NoSuchOption, match="--splitt"):
+        parse(command)
+
+
+@pytest.fixture
+def tour_folder(tmp_path, monkeypatch) -> Path:
+    """A fresh folder with ``datasets/scifact``: 8 SciFact claims, their evidence and 60 more
+    abstracts, train and test qrels."""
+    src = SHARED_DATA / "scifact"
+    if not (src / "corpus.jsonl").exists():  # pragma: no cover
+        pytest.skip("no SciFact copy")
+    qrels = {}
+    for split in ("train", "test"):
+        rows = [ln.split("\t") for ln in (src / "qrels" / f"{split}.tsv").read_text().splitlines()[1:]]
+        qrels[split] = {}
+        for q, d, _ in rows:
+            if len(qrels[split]) < 8 or q in qrels[split]:
+                qrels[split].setdefault(q, {})[d] = 1
+    wanted = {d for split in qrels.values() for rel in split.values() for d in rel}
+    corpus = {}
+    for doc in read_jsonl(src / "corpus.jsonl"):
+        if doc["_id"] in wanted or len(corpus) < 60:
+            corpus[doc["_id"]] = (doc["title"] + " " + doc["text"])[:600]
+    asked = {q for split in qrels.values() for q in split}
+    queries = {q["_id"]: q["text"] for q in read_jsonl(src / "queries.jsonl") if q["_id"] in asked}
+    folder = write_beir(tmp_path / "datasets" / "scifact", corpus, queries, qrels["train"], "train")
+    write_beir(folder, corpus, queries, qrels["test"], "test")
+    return tmp_path
+
+
+def test_the_readme_tour_runs_on_a_slice_of_scifact(tour_folder):
+    tour = {cmd.split()[1]: cmd for _, cmd in doc_commands(REPO / "README.md")}
+    for name in ("mine", "export", "eval"):
+        proc = run_curate(*shlex.split(tour[name])[1:], cwd=tour_folder)
+        assert proc.returncode == 0, f"{tour[name]}\n{proc.stderr}"
+    mined = read_jsonl(tour_folder / "runs" / "sf" / "mined.jsonl")
+    assert len(mined) == 8 and all(r["negatives"] for r in mined)
+    assert list((tour_folder / "runs" / "sf-export").rglob("*.parquet")), "files a trainer reads"
