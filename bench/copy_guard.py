@@ -79,7 +79,7 @@ def real(folder: Path, ngram: int, min_words: int) -> dict:
             short += 1
             continue
         q = normalize(queries[qid])
-        exact += any(f" {q} " in f" {normalize(t)} " for t in texts)  # the older query-copied check
+        exact += any(f" {q} " in f" {normalize(t)} " for t in texts)  # the older query-word-for-word-in-document check
         pairs.extend(scores)
         per_query.append(max(scores))
         top.append((max(scores), queries[qid]))
@@ -139,7 +139,7 @@ def main() -> None:
               f"{args.ngram + 1} words on max(2, w-1)-grams; under {args.min_words} words never judged)"),
              ("positives: qrels score > 0, all splits, document = title + text; a query counts as dropped when any "
               "of its positives drops it; 'short': queries never judged; 'exact': dropped by the older word-for-word "
-              "check (query-copied) already"), "",
+              "check (query-word-for-word-in-document) already"), "",
              f"{'real queries':<34}{'n':>6}{'short':>7}{head}{'exact':>8}"]
     tops, negatives = [], []
     for name in DATASETS:

@@ -44,7 +44,7 @@ def build_run(folder: Path, kept: int, dropped: int, seed: int = 0) -> None:
         (folder / name).mkdir(parents=True, exist_ok=True)
     total = kept + dropped
     drop_every = total / dropped if dropped else float("inf")
-    reasons = ("query-copies-positive", "round-trip", "near-duplicate")
+    reasons = ("query-mostly-from-positive", "round-trip", "near-duplicate")
     n_kept = n_drop = 0
     with open(folder / "generate" / "generated.jsonl", "w") as gen, \
             open(folder / "filter" / "filtered.jsonl", "w") as filt, \

@@ -112,6 +112,17 @@ class FilterContext:
         return Counter(r.reason for r in self.rejections if r.step == step)
 
 
+# Drop reasons renamed so that they say what they mean (old name: new name); a report written
+# under an old name is read with the new one.
+RENAMED_REASONS = {"query-copied": "query-word-for-word-in-document",
+                   "query-copies-positive": "query-mostly-from-positive"}
+
+
+def reason_name(reason: str) -> str:
+    """A drop reason by its current name (an old run's report may carry a renamed one)."""
+    return RENAMED_REASONS.get(reason, reason)
+
+
 def keep_negatives(rec: Record, survivors: list, ctx: FilterContext, drop_empty: bool = True) -> bool:
     """Prune ``rec`` to ``survivors`` (a subset of its negatives, in order); a record left with none is dropped as ``no-negatives-left``.
 

@@ -224,8 +224,13 @@ def funnel(report: dict[str, Any], folder: Path) -> dict[str, Any]:
                 share = (row.get("detail") or {}).get("containment")  # the copy guard's score
                 if share is not None:
                     examples[row["step"]]["containment"] = share
+    from curate.filter.base import reason_name
+
+    for example in examples.values():
+        example["reason"] = reason_name(example["reason"])
     steps = [{"step": s["step"], "records_in": s["records_in"], "records_kept": s["records_kept"],
-              "records_dropped": s["records_dropped"], "example": examples.get(s["step"])} for s in report["steps"]]
+              "records_dropped": {reason_name(r): n for r, n in s["records_dropped"].items()},
+              "example": examples.get(s["step"])} for s in report["steps"]]
     entry = {"records_in": report["records_in"], "records_kept": report["records_kept"], "steps": steps,
              "plots": [str(folder / Path(p).name) for p in report.get("plots", [])]}
     note = next((s.get("notes", {}) for s in report["steps"] if s["step"] == "relabel"), None)

@@ -72,11 +72,11 @@ def planted() -> list[tuple[str, Record]]:
 
 @pytest.mark.parametrize("kind,rec", planted(), ids=[k for k, _ in planted()])
 def test_planted_near_copies_are_dropped_with_their_score(kind, rec, tmp_path):
-    assert rec.query.lower() not in rec.positive.lower(), "no word-for-word copy: that is query-copied's"
+    assert rec.query.lower() not in rec.positive.lower(), "no word-for-word copy: that is query-word-for-word-in-document's"
     kept, ctx = run([rec], tmp_path=tmp_path)
     assert kept == []
     [drop] = ctx.rejections
-    assert drop.reason == "query-copies-positive" and drop.level is None and drop.text is None
+    assert drop.reason == "query-mostly-from-positive" and drop.level is None and drop.text is None
     d = drop.detail
     assert d["field"] == "query" and d["threshold"] == 0.5 and 0.5 <= d["containment"] <= 1
     assert d["ngram"] == (3 if kind == "prefix" else 4)  # "Question: How vaccines work": 4 words, 3-grams
@@ -87,7 +87,7 @@ def test_the_title_counts_even_when_only_beside_the_positive(tmp_path):
     beside = Record(id="r", task_type="short-long", task="t", query="Question: How vaccines work",
                     positive=text, positive_title=title)
     kept, ctx = run([beside], tmp_path=tmp_path)
-    assert kept == [] and ctx.rejections[0].reason == "query-copies-positive"
+    assert kept == [] and ctx.rejections[0].reason == "query-mostly-from-positive"
     untitled = Record(id="r", task_type="short-long", task="t", query="Question: How vaccines work", positive=text)
     kept, ctx = run([untitled], tmp_path=tmp_path)
     assert kept == [untitled] and ctx.rejections == []
@@ -169,7 +169,7 @@ def test_real_queries_are_kept(name, splits, sample, most, tmp_path):
     assert len(dropped) <= most * len(recs), [r.query for r in recs if r.id in dropped]
     # the done-when: no kept query with half or more of its word 4-grams in its own passage
     assert all(four_gram_share(r.query, r.positive) < 0.5 for r in kept)
-    assert all(d.reason in ("query-copies-positive", "query-copied") for d in dropped.values())
+    assert all(d.reason in ("query-mostly-from-positive", "query-word-for-word-in-document") for d in dropped.values())
 
 
 # --------------------------------------------------------------------------- negatives
@@ -225,7 +225,7 @@ def test_the_cli_refuses_a_bad_value_and_the_funnel_shows_the_guard(tmp_path):
         ("Question: How vaccines work", VACCINES),
         ("Who invented movable metal type in Mainz?", PRESS),
         (f"{GLACIER[0]} {GLACIER[1][:290]}, leaving ridges.", GLACIER),
-        (PRESS[1].split(". ")[0], PRESS),  # a word-for-word copy: query-copied
+        (PRESS[1].split(". ")[0], PRESS),  # a word-for-word copy: query-word-for-word-in-document
     ])]
     inp = tmp_path / "in.jsonl"
     inp.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in recs), encoding="utf-8")
@@ -240,11 +240,24 @@ def test_the_cli_refuses_a_bad_value_and_the_funnel_shows_the_guard(tmp_path):
     proc = run_curate("filter", "--in", str(inp), "--out", str(out), "--recipe", str(good), env=env)
     assert proc.returncode == 0, proc.stderr
     report = json.loads((out / "report.json").read_text())
-    assert report["steps"][0]["records_dropped"] == {"query-copies-positive": 2, "query-copied": 1}
+    assert report["steps"][0]["records_dropped"] == {"query-mostly-from-positive": 2, "query-word-for-word-in-document": 1}
     f = funnel(report, out)
-    assert f["steps"][0]["example"] == {"reason": "query-copies-positive", "query": "Question: How vaccines work",
+    assert f["steps"][0]["example"] == {"reason": "query-mostly-from-positive", "query": "Question: How vaccines work",
                                         "containment": 0.5}
     line = dict(enumerate(text for _, text in present(f).lines))[1]
-    assert line == ("  heuristics: 1 of 4 kept, 3 dropped (query-copies-positive 2, query-copied 1), "
-                    "e.g. query-copies-positive: \"Question: How vaccines work\" (50% of its word n-grams in its "
+    assert line == ("  heuristics: 1 of 4 kept, 3 dropped (query-mostly-from-positive 2, query-word-for-word-in-document 1), "
+                    "e.g. query-mostly-from-positive: \"Question: How vaccines work\" (50% of its word n-grams in its "
                     "passage)")
+
+
+def test_an_old_runs_drop_reasons_are_read_under_their_new_names(tmp_path):
+    """`query-copied` and `query-copies-positive` read alike; their new names say what each found.
+    A report written before the rename shows the new names in the funnel."""
+    from curate.filter.main import funnel, present
+
+    old = {"input": str(tmp_path / "gone.jsonl"), "records_in": 5, "records_kept": 2,
+           "steps": [{"step": "heuristics", "records_in": 5, "records_kept": 2,
+                      "records_dropped": {"query-copied": 1, "query-copies-positive": 2}}]}
+    row = present(funnel(old, tmp_path))
+    assert row.dropped == {"query-word-for-word-in-document": 1, "query-mostly-from-positive": 2}
+    assert "query-mostly-from-positive 2, query-word-for-word-in-document 1" in row.lines[1][1]

@@ -100,7 +100,7 @@ def planted(tmp_path_factory):
     faults[(recs[2].id, 2)] = ("heuristics", "self-explanation")
     # the query copied verbatim into the positive
     recs[3].positive = recs[3].query + " " + recs[3].positive
-    faults[recs[3].id] = ("heuristics", "query-copied")
+    faults[recs[3].id] = ("heuristics", "query-word-for-word-in-document")
     # a false negative: another abstract the qrels mark relevant, used as the hardest negative
     i, second = fn_candidate
     recs[i].negatives[0] = Negative(text=data.corpus[second], level=1)

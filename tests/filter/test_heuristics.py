@@ -104,7 +104,7 @@ def test_clean_scifact_records_pass_untouched(tmp_path):
         recs.append(Record(id=f"r{i}", task_type="short-long", task="t", query=q, positive=d,
                            negatives=[Negative(text=usable[i + k][1], level=k) for k in range(1, 5)]))
     # SciFact has claims written from an abstract's first sentence: the claim copied word for
-    # word is exactly the query-copied fault; a claim with half or more of its word 4-grams in
+    # word is exactly the query-word-for-word-in-document fault; a claim with half or more of its word 4-grams in
     # the abstract (one word changed: "decreases" for the abstract's finding) is the copy guard's.
     # Those two are the only things that may fire here.
     copied = {r.id for r in recs if r.query.lower().rstrip(".") in r.positive.lower()}
@@ -113,8 +113,8 @@ def test_clean_scifact_records_pass_untouched(tmp_path):
     assert len(near) <= 0.02 * len(recs)  # bench/results/copy-guard.txt: 1.4% of SciFact's claims
     before = {r.id: r.to_dict() for r in recs}
     kept, ctx = run(heuristics, recs, tmp_path=tmp_path)
-    assert sorted(reasons(ctx)) == sorted([(rid, "query-copied", "record") for rid in copied]
-                                          + [(rid, "query-copies-positive", "record") for rid in near])
+    assert sorted(reasons(ctx)) == sorted([(rid, "query-word-for-word-in-document", "record") for rid in copied]
+                                          + [(rid, "query-mostly-from-positive", "record") for rid in near])
     gone = copied | near
     assert [r.to_dict() for r in kept] == [d for rid, d in before.items() if rid not in gone]
     assert all(r is recs[int(r.id[1:])] for r in kept)
@@ -170,7 +170,7 @@ def test_query_copied(tmp_path):
     recs[1].negatives[0].text = recs[1].query + " " + recs[1].negatives[0].text
     kept, ctx = run(heuristics, recs, tmp_path=tmp_path)
     got = reasons(ctx)
-    assert got == [("scifact-0", "query-copied", "record"), ("scifact-1", "query-copied", "negative")]
+    assert got == [("scifact-0", "query-word-for-word-in-document", "record"), ("scifact-1", "query-word-for-word-in-document", "negative")]
     assert [r.id for r in kept] == ["scifact-1", "scifact-2"]
     assert ctx.rejections[0].detail["query_words"] >= 4
 

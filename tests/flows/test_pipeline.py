@@ -119,7 +119,7 @@ def test_every_stage_writes_its_outputs_and_prints_the_funnel(first):
             assert f"{sum(step['records_dropped'].values())} dropped" in line[3]
             assert f"e.g. {first_drop['reason']}: \"{queries[first_drop['id']][:20]}" in line[3], line[3]
     assert dropped_somewhere, "the scripted copies were dropped"
-    assert flt["steps"][0]["records_dropped"].get("query-copied"), "the heuristics dropped the copies"
+    assert flt["steps"][0]["records_dropped"].get("query-word-for-word-in-document"), "the heuristics dropped the copies"
     assert (f"{mine['queries_out']} of {mine['queries_in']} records mined, {mine['negatives']} negatives "
             f"({mine['negatives_per_query']['mean']:.2f} per record)") in out
     assert mine["queries_in"] == flt["records_kept"]
@@ -395,7 +395,7 @@ def test_a_filter_that_keeps_nothing_still_shows_the_funnel(tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert lines[-1].startswith("curate: error: filter left no record for mine") and "rejected.jsonl" in lines[-1]
     assert "3 passages sampled, 3 queries written, 0 failed" in proc.stderr
-    assert re.search(r"heuristics: 0 of 3 kept, 3 dropped, e\.g\. query-copied: ", proc.stderr)
+    assert re.search(r"heuristics: 0 of 3 kept, 3 dropped, e\.g\. query-word-for-word-in-document: ", proc.stderr)
     funnel = json.loads((tmp_path / "run" / "pipeline.json").read_text())
     assert funnel["filter"]["records_kept"] == 0 and funnel["mine"] is None and funnel["export"] is None
     assert funnel["stopped"] == lines[-1].removeprefix("curate: error: ")

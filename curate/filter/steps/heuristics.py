@@ -8,15 +8,15 @@ Per record, in this order (the first record-level fault wins):
 * ``length-off``: a document's word count is far from the ``num_words`` the generator asked
   for (only when that placeholder was an integer), below ``length_tolerance`` x requested or
   above ``length_max_ratio`` x requested;
-* ``query-copied``: a document holds the query word for word (case, whitespace and
+* ``query-word-for-word-in-document``: a document holds the query word for word (case, whitespace and
   punctuation ignored) and the query has at least ``query_copy_min_words`` words (null: never);
-* ``query-copies-positive``: the copy guard. Most of the query's word n-grams occur in the
+* ``query-mostly-from-positive``: the copy guard. Most of the query's word n-grams occur in the
   positive with its title (share >= ``copy_containment``; null: off). A query that copies its
   passage with a word changed, a clause moved or "Question:" in front is no exact copy, yet it
   teaches the same thing: match words, which the student already does well. Containment (the
   share of the query's n-grams found in the passage), not Jaccard, because the passage is much
   longer than the query. n is ``copy_ngram`` (4), smaller for a short query (``copy_ngram_for``)
-  so that a title with a prefix is caught. As for ``query-copied``, a query under
+  so that a title with a prefix is caught. As for ``query-word-for-word-in-document``, a query under
   ``query_copy_min_words`` words is never judged (a keyword query is meant to share its words
   with the passage), and with that null neither check runs;
 * ``self-explanation``: a document talks about itself as training data ("this is a hard
@@ -209,7 +209,7 @@ class _Checker:
         if not norm_query or min_words is None or query_words < int(min_words):  # null: copies allowed
             return None
         if f" {norm_query} " in f" {token_text(text, query_unspaced)} ":
-            return "query-copied", {"field": field, "query_words": query_words,
+            return "query-word-for-word-in-document", {"field": field, "query_words": query_words,
                                     "min_words": int(self.p["query_copy_min_words"])}
         return None
 
@@ -256,7 +256,7 @@ def heuristics(records: list[Record], params: dict[str, Any], ctx: FilterContext
             or (check.length_fault(rec.query, requested, "query") if query_len_family else
                 check.length_fault(rec.positive, requested, "positive"))
             or check.copy_fault(rec.positive, norm_query, query_words, "positive", query_unspaced)
-            or (guard_fault(guard, rec.query, "query-copies-positive", "query", query_min, copy_cut)
+            or (guard_fault(guard, rec.query, "query-mostly-from-positive", "query", query_min, copy_cut)
                 if guard is not None and query_min is not None else None)
             or check.explanation_fault(rec.positive, "positive")
         )
