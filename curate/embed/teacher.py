@@ -401,7 +401,9 @@ class Teacher:
                         found[j] = True
             self.cache_hits += int(found.sum())
         todo = sorted(np.flatnonzero(~found).tolist(), key=lambda j: len(uniq[j]), reverse=True)
-        block = self.batch_size * 32  # written to the cache block by block
+        # written to the cache and shown on the bar block by block: 8 batches a block, so the bar moves
+        # while the first (longest) texts encode, instead of sitting at 0 for a minute
+        block = self.batch_size * 8
         # a bar only for more than one block; the blocks are the same with it or without it
         with track(len(todo) if len(todo) > block else 0, f"encoding with {self.model_name}") as advance:
             for rows, emb in self._encode_blocks(uniq, todo, block, prompt):
