@@ -133,6 +133,12 @@ def quiet_bars(quiet: bool = True) -> None:
     _bars["quiet"] = quiet
 
 
+def note(line: str) -> None:
+    """One plain progress line (a stage's next step), unless bars are quiet (``quiet_bars``)."""
+    if not _bars["quiet"]:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
 PLAIN_EVERY_ENV = "CURATE_PROGRESS_SECONDS"  # how often a plain progress line is written (default 30)
 
 

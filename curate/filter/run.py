@@ -10,13 +10,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from curate.core.executor import Executor, map_shards, merge_notes, split
+from curate.core.progress import note
 from curate.core.runner import REJECTED, Drop, Run
 from curate.filter.base import STEPS, FilterContext
 from curate.filter.recipe import Recipe
@@ -24,6 +27,9 @@ from curate.core.jsonl import atomic_write_jsonl
 from curate.core.records import Record
 
 FILTERED = "filtered.jsonl"
+# a step still running after this many seconds is named on the console (its own bars, encoding or
+# judging, show its progress from there): a long filter is never silent, a quick one says nothing
+ANNOUNCE_AFTER = 5.0
 
 
 def run_steps(records: list[Record], recipe: Recipe, ctx: FilterContext,
@@ -36,11 +42,18 @@ def run_steps(records: list[Record], recipe: Recipe, ctx: FilterContext,
     shards (each opens its own clients) and the results are joined in order: the same records,
     rejections and counts as one process gives; ``global`` steps run here."""
     rows: list[dict[str, Any]] = []
+    total = len(recipe.steps)
     for kind, steps in _segments(recipe.steps, executor):
+        first = len(rows) + 1
         if kind == "map":
+            note(f"filter: steps {first}-{first + len(steps) - 1} of {total} ({', '.join(c.name for c in steps)}) "
+                 f"on {executor.shards} shards, {len(records):,} records")
             records, seg_rows = _sharded(records, steps, ctx, executor)
         else:
-            records, seg_rows = asyncio.run(_run_steps(records, steps, ctx))
+            def say(i: int, step: str, n: int, first: int = first) -> None:
+                note(f"filter: step {first + i} of {total}, {step}, on {n:,} records (running for {ANNOUNCE_AFTER:.0f} s)")
+
+            records, seg_rows = asyncio.run(_run_steps(records, steps, ctx, say=say))
         rows += seg_rows
     return records, rows
 
@@ -57,14 +70,23 @@ def _segments(steps: list, executor: Executor) -> list[tuple[str, list]]:
     return out
 
 
-async def _run_steps(records: list[Record], steps: list, ctx: FilterContext, fns: tuple = ()
-                     ) -> tuple[list[Record], list[dict[str, Any]]]:
+async def _run_steps(records: list[Record], steps: list, ctx: FilterContext, fns: tuple = (),
+                     say: Callable[[int, str, int], None] | None = None) -> tuple[list[Record], list[dict[str, Any]]]:
     rows = []
     async with contextlib.AsyncExitStack() as stack:
         ctx.clients = {}
         ctx.stack = stack
         for i, cfg in enumerate(steps):
-            records, row = await _one_step(records, cfg, ctx, fns[i] if fns else STEPS.get(cfg.name).fn)
+            fn = fns[i] if fns else STEPS.get(cfg.name).fn
+            timer = threading.Timer(ANNOUNCE_AFTER, say, (i, cfg.name, len(records))) if say is not None else None
+            if timer is not None:  # a step still running after a few seconds says which it is
+                timer.daemon = True
+                timer.start()
+            try:
+                records, row = await _one_step(records, cfg, ctx, fn)
+            finally:
+                if timer is not None:
+                    timer.cancel()
             rows.append(row)
     ctx.stack, ctx.clients = None, {}
     return records, rows
