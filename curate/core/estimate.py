@@ -11,12 +11,16 @@ The first wave is also slower than the rest: it pays the server's cold start (we
 an empty prompt-prefix cache; on the embedded model it ran at half the later pace), so with
 room for it (three waves or more) the rate is the second wave's: answers after the first wave
 over the seconds since it ended. A stage of one or two waves takes the first wave's rate. A stage
-with no more requests than fit in flight sends them all at once and has nothing to extrapolate:
-its first line says so, and is left out altogether when there is no price to show either.
+with no more requests than fit in flight sends them all at once and has nothing to extrapolate
+from its own answers; it goes by the wave time an earlier run measured against the same model,
+servers and slots (``PACE_FILE`` in curate's cache folder, written by ``Pace.finish``), and
+without one its first line says there is no estimate until the answers are in (the line is left
+out when there is no price to show either).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,6 +30,7 @@ from curate.core.progress import console, token_cost
 
 CHARS_PER_TOKEN = 4  # prose in a BPE vocabulary: about four characters a token
 SAMPLE = 200  # prompts rendered to estimate them all (rendering 50,000 would cost seconds)
+PACE_FILE = "pace.json"  # the wave times measured so far, by server (in curate's cache folder)
 
 T = TypeVar("T")
 
@@ -43,6 +48,9 @@ class Estimate:
     seconds: float | None = None  # measured: the stage's whole time, first request to last answer
     rate: float | None = None  # measured: requests answered a second
     cost: float | None = None  # measured tokens per answer, for every request, at the price
+    # what answers at this pace: model, servers and requests in flight (None: no history kept)
+    key: str | None = None
+    wave_before: float | None = None  # seconds one wave took when an earlier run measured this key
 
     @property
     def measurable(self) -> bool:
@@ -57,9 +65,9 @@ class Estimate:
 
     @property
     def worth_saying(self) -> bool:
-        """Whether to print the plan: a stage that sends everything at once and has no price to
-        show takes about one answer's time and has nothing to say ahead of it."""
-        return self.measurable or self.price is not None
+        """Whether to print the plan: a stage that sends everything at once, with no earlier wave
+        time and no price to show, has nothing to say ahead of its answers."""
+        return self.measurable or self.price is not None or self.wave_before is not None
 
     def announce(self) -> None:
         if self.worth_saying:
@@ -74,7 +82,10 @@ class Estimate:
                     f"at ${self.price:g}/1k)"
         if self.measurable:
             return line + "; time once the first answers are in"
-        return line + "; all sent at once, so it takes about as long as the slowest answer"
+        if self.wave_before is not None:
+            return line + (f"; all sent at once: about {duration(self.wave_before)}, the time a wave took the last "
+                           "time these servers answered this model")
+        return line + "; all sent at once, so it takes about as long as the slowest answer (no estimate before it)"
 
     def time_line(self, left: float) -> str:
         line = (f"{self.what}: estimate ~{duration(self.seconds)} in all for {self.requests:,} requests at "
@@ -130,6 +141,16 @@ class Pace:
         elif e.steady and before < 2 * wave <= self.answers:
             say(e.time_line(self.measure(now)))
 
+    def finish(self, fresh: int) -> None:
+        """Keep the wave time this stage measured for the next run against the same servers
+        (``fresh``: answers the servers gave, not the cache: a cached answer measures nothing)."""
+        e = self.estimate
+        if e.key is None or self.started is None or fresh < max(1, min(e.requests, e.in_flight)):
+            return
+        seconds = time.perf_counter() - self.started
+        waves = max(1.0, fresh / e.in_flight)
+        remember_wave(e.key, round(seconds / waves, 2))
+
     def measure(self, now: float) -> float:
         """Fill the estimate from the answers so far; the seconds left. The rate is the answers
         since the first wave over the time since it, when there are any; else the answers over
@@ -149,13 +170,44 @@ class Pace:
 
 
 def plan(what: str, prompts: Sequence[str], requests: int, completion_tokens_max: int | None, in_flight: int,
-         price: float | None) -> Estimate:
+         price: float | None, key: str | None = None) -> Estimate:
     """The estimate of ``requests`` requests, ``in_flight`` at once, answered with at most
     ``completion_tokens_max`` tokens in all; ``prompts``: some of their prompts' texts
-    (``sample``), whose mean length stands for every prompt's."""
+    (``sample``), whose mean length stands for every prompt's; ``key``: the server's pace
+    history to read and to write."""
     mean_chars = sum(map(len, prompts)) / len(prompts) if prompts else 0.0
     return Estimate(what, requests, round(mean_chars * requests / CHARS_PER_TOKEN), completion_tokens_max,
-                    max(1, in_flight), price)
+                    max(1, in_flight), price, key=key, wave_before=earlier_wave(key) if key else None)
+
+
+def _pace_path():
+    from curate.embed.cache import default_cache_dir
+
+    return default_cache_dir().parent / PACE_FILE
+
+
+def earlier_wave(key: str) -> float | None:
+    """The seconds one wave took when a run last measured ``key`` (None: never, or unreadable)."""
+    try:
+        value = json.loads(_pace_path().read_text(encoding="utf-8")).get(key)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def remember_wave(key: str, seconds: float) -> None:
+    """Keep ``seconds`` as ``key``'s wave time; a cache that cannot be written is no error."""
+    from curate.core.jsonl import atomic_write_json
+
+    path = _pace_path()
+    try:
+        known = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        known = known if isinstance(known, dict) else {}
+        known[key] = seconds
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(path, known)
+    except (OSError, ValueError):
+        pass
 
 
 def most_tokens(max_tokens: Sequence[int | None]) -> int | None:

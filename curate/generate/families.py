@@ -108,6 +108,8 @@ async def run_families(families: Sequence[Family], client: Any, out_dir: Path, a
                                    tallies):
             f.stats.requests += n
             f.stats.extra["cache_hits"] += hits
+        if pace is not None:  # the servers' wave time, for the next run's estimate
+            pace.finish(sum(answered) - sum(hits for _, hits in tallies))
     timings["queue_s"] = time.perf_counter() - started - timings.get("shards_start_s", 0.0)
     for f in families if estimate is not None else ():  # each family its share, so they add up to the queue's
         f.stats.extra["estimate"] = estimate.as_dict(len(f.todo))

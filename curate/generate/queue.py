@@ -18,6 +18,7 @@ counts the requests its own items sent and the answers they read from the cache 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,7 +109,12 @@ def plan_queue(queue: Sequence[tuple[int, Item]], specs: Sequence[TaskSpec], ask
     prompts = [prompt_text(tasks[k].prompt(item_variables(specs[k], item, asking.overrides)).messages)
                for k, item in sample(queue)]
     completion = most_tokens([tasks[k].params.get("max_tokens") for k, _ in queue])
-    return plan("generate", prompts, len(queue), completion, in_flight(client), price)
+    from curate.core.hashing import value_digest
+
+    cfg = client.cfg  # the servers' pace is kept by model, servers and slots, hashed (a URL may hold a secret)
+    hosts = [re.sub(r"^(\w+://(127\.0\.0\.1|localhost)):\d+", r"\1", u) for u in cfg.base_urls]  # a local port changes
+    key = value_digest(["generate", cfg.model, hosts, in_flight(client)])
+    return plan("generate", prompts, len(queue), completion, in_flight(client), price, key=key)
 
 
 def requests_by_family(tallies: Sequence[list[int]], sent: int, answered: Sequence[int]) -> list[int]:

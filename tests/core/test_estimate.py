@@ -175,3 +175,26 @@ def test_track_draws_an_eta_bar_on_a_terminal_and_nothing_elsewhere(monkeypatch)
     with progress.track(10, "encoding") as advance:
         advance(10)
     assert piped.getvalue() == ""
+
+
+def test_all_at_once_goes_by_the_wave_time_an_earlier_run_measured(tmp_path, monkeypatch):
+    """Every request in flight at once leaves nothing to extrapolate from this run's answers: the
+    estimate is the wave time the last run against the same servers measured; cached answers
+    measure nothing, and a stage with no history says it has no estimate yet."""
+    monkeypatch.setenv("CURATE_CACHE_DIR", str(tmp_path))
+    clock = [100.0]
+    monkeypatch.setattr(est.time, "perf_counter", lambda: clock[0])
+    first = plan("generate", ["x" * 40], requests=4, completion_tokens_max=400, in_flight=4, price=None, key="k")
+    assert first.wave_before is None and not first.worth_saying
+    assert first.plan_line().endswith("(no estimate before it)")
+    pace = Pace(first)
+    pace.begin()
+    clock[0] += 95.0
+    pace.answered(4)
+    pace.finish(fresh=0)  # all from the cache: no wave time kept
+    assert plan("generate", ["x"], 4, 400, 4, None, key="k").wave_before is None
+    pace.finish(fresh=4)
+    second = plan("generate", ["x" * 40], requests=3, completion_tokens_max=300, in_flight=4, price=None, key="k")
+    assert second.wave_before == 95.0 and second.worth_saying
+    assert "all sent at once: about 1m35s" in second.plan_line()
+    assert plan("generate", ["x"], 3, 300, 8, None, key="other").wave_before is None, "another server: no history"
