@@ -152,3 +152,27 @@ def test_the_readme_tour_runs_on_a_slice_of_scifact(tour_folder):
     mined = read_jsonl(tour_folder / "runs" / "sf" / "mined.jsonl")
     assert len(mined) == 8 and all(r["negatives"] for r in mined)
     assert list((tour_folder / "runs" / "sf-export").rglob("*.parquet")), "files a trainer reads"
+
+
+def test_the_command_line_reference_is_written_from_the_declarations():
+    """docs/cli.md is what `python -m curate.cli.reference` writes from the options' declarations
+    (the ones --help shows): a changed flag, default or help text must be written there too."""
+    from curate.cli.reference import markdown
+
+    page = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
+    assert page == markdown(), "docs/cli.md is out of date: python -m curate.cli.reference > docs/cli.md"
+
+
+TABLE_PAGES = {"mine": "stages/mine.md", "export": "stages/export.md", "pipeline": "stages/pipeline.md"}
+
+
+@pytest.mark.parametrize("command, page", sorted(TABLE_PAGES.items()))
+def test_every_flag_an_option_table_names_is_the_commands(command, page):
+    """The stage pages' option tables (first column) name flags the command has."""
+    ctx = click.Context(cli)
+    cmd = cli.get_command(ctx, command)
+    known = {o for p in cmd.params for o in (*p.opts, *getattr(p, "secondary_opts", ()))}
+    text = (REPO / "docs" / page).read_text(encoding="utf-8")
+    named = {f for row in re.findall(r"^\| (`-[^|]*)\|", text, re.M) for f in re.findall(r"`(-{1,2}[\w-]+)", row)}
+    assert named, f"docs/{page} has an option table"
+    assert named - known == set(), f"docs/{page} names flags `curate {command}` does not have"
