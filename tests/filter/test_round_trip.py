@@ -150,6 +150,31 @@ def test_top_share_cuts_at_a_share_of_the_pool(world):
         run_step(world, {"top_share": 1.5})
 
 
+@pytest.mark.parametrize("pool, params, k", [
+    (12, {}, 1), (20, {}, 2), (30, {}, 3), (300, {}, 3), (12_000, {}, 3),  # a random query passes <= 10%
+    (12, {"top_share": 0.01}, 1), (7_727, {"top_share": 0.01}, 78),        # the share rules a large pool
+    (12, {"max_chance": None}, 3), (12, {"top_k": 10, "max_chance": 0.5}, 6)])
+def test_the_bar_follows_the_pool(pool, params, k):
+    """The top 3 of 12 passages would pass one random query in four: on a small pool the bar is held
+    to max_chance of it (at least rank 1); from 30 documents on top_k and top_share rule unchanged."""
+    from curate.filter.steps.round_trip import bar
+
+    assert bar(RoundTripParams(**params), pool) == k
+
+
+def test_a_small_pool_needs_rank_one(world):
+    """Twelve passages: a query's passage must come first (the demo folder's size)."""
+    small = world.corpus[:12]
+    texts = set(small)
+    records = [r for r in world.records if r.positive in texts]
+    assert len(records) >= 3
+    kept, ctx = run_step(world, {}, records=records, corpus=small)
+    assert ctx.notes["round_trip"]["top_k"] == 1 and ctx.notes["round_trip"]["pool"] == len(
+        set(small) | {n.text for r in records for n in r.negatives})
+    assert all(rec.teacher.positive_rank == 1 for rec in kept)
+    assert all(rej.detail["rank"] > 1 for rej in ctx.rejections)
+
+
 def test_unrelated_query_is_dropped_as_round_trip(world):
     kept, ctx = run_step(world)
     assert PLANTED not in {r.id for r in kept}

@@ -5,7 +5,8 @@ for a passage should retrieve that passage. For records written from documents (
 generated, ``positive`` = the source passage), the teacher searches the whole pool with the
 query -- every distinct document text of the file plus ``--corpus`` (``ctx.corpus``), the
 ranking ``teacher_scores`` already does exactly and caches -- and a record whose positive
-ranks below ``top_k`` is dropped as ``round-trip`` with its rank, ``top_k`` and the pool size.
+ranks below the bar (``top_k``, held to a chance share of a small pool: ``bar``) is dropped as
+``round-trip`` with its rank, the bar and the pool size.
 Without the documents there is nothing to search, so an empty corpus is an error.
 
 The record's own ``positive`` is the passage that decides. Its rank counts only documents
@@ -52,6 +53,22 @@ class RoundTripParams(TeacherDepth):
     # an unrelated query lands its passage in the top 1% one time in a hundred whatever the
     # corpus size, while a hard query that finds its passage well above chance stays.
     top_share: float | None = field(default=None, metadata={"min": 0.0, "max": 1.0, "min_open": True})
+    # The bar follows the pool: a query unrelated to its passage still passes when the passage
+    # lands in the top k by chance, k/N of the time. ``top_k`` 3 keeps that under 1% from 300
+    # documents on, but on the 12 of a demo folder a random query would pass one time in four; so
+    # k is also held to ``max_chance`` of the pool (at least 1: rank 1 of 12 passes by chance 8%
+    # of the time). From 30 documents on (at 0.1) the cap no longer binds and ``top_k`` rules.
+    max_chance: float | None = field(default=0.1, metadata={"min": 0.0, "max": 1.0, "min_open": True})
+
+
+def bar(p: RoundTripParams, pool: int) -> int:
+    """The deepest rank a positive may have in a pool of ``pool`` documents."""
+    k = p.top_k
+    if p.max_chance is not None:
+        k = min(k, max(1, math.floor(p.max_chance * pool)))
+    if p.top_share:
+        k = max(k, math.ceil(p.top_share * pool))
+    return k
 
 
 def rank_counts(ranks: list[int]) -> dict[str, int]:
@@ -73,7 +90,7 @@ def round_trip(records, params, ctx):
     ensure_teacher_scores(records, ctx, depth=p.depth)
 
     corpus = set(ctx.corpus)
-    top_k = max(p.top_k, math.ceil(p.top_share * len(pool))) if p.top_share else p.top_k
+    top_k = bar(p, len(pool))
     above = _own_positives_above(records, ctx)
     kept, ranks = [], []
     for i, rec in enumerate(records):
