@@ -17,7 +17,7 @@ import re
 import sys
 from pathlib import Path
 
-STAGE_PACKAGES = {"generate", "filter", "mine", "export", "convert"}
+STAGE_PACKAGES = {"generate", "filter", "mine", "export", "convert", "train"}
 SHOWN = ("report", "flows", "export", "api", "cli", "core")
 
 

@@ -28,10 +28,11 @@ from curate.llm.options import LLMOptions
 from curate.mine.main import MineOptions
 from curate.flows.pipeline import PipelineOptions
 from curate.report.main import ReportOptions
+from curate.train.main import TrainOptions
 
 __all__ = ["CurateError", "ConvertOptions", "EvalOptions", "Executor", "ExportOptions", "FilterOptions", "GenerateOptions",
-           "LLMOptions", "MineOptions", "PipelineOptions", "ReportOptions", "StageOptions", "brainstorm", "convert", "evaluate",
-           "export", "filter", "generate", "mine", "pipeline", "report", "run"]
+           "LLMOptions", "MineOptions", "PipelineOptions", "ReportOptions", "StageOptions", "TrainOptions", "brainstorm",
+           "convert", "evaluate", "export", "filter", "generate", "mine", "pipeline", "report", "run", "train"]
 
 
 def brainstorm(opts: StageOptions, n: int = 50) -> dict[str, Any]:
@@ -70,6 +71,11 @@ def evaluate(opts: EvalOptions) -> dict[str, Any]:
 
 def convert(opts: ConvertOptions) -> dict[str, Any]:
     return run("convert", opts)
+
+
+def train(opts: TrainOptions) -> dict[str, Any]:
+    """Fine-tune on a run's export, scored before and after; done earlier when nothing changed."""
+    return run("train", opts, resume=True)
 
 
 def pipeline(opts: PipelineOptions) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from curate.cli.options import Command
 from curate.cli.pipeline import pipeline
 from curate.cli.report import report
 from curate.cli.serve import serve
+from curate.cli.train import train
 from curate.core.errors import CurateError
 
 
@@ -76,6 +77,7 @@ def cli() -> None:
     \b
     Start here:  curate pipeline DOCS --out RUN   (your documents in, training data out)
     Then:        curate report RUN                (one HTML page: funnel, charts, records)
+                 curate train RUN                 (a model fine-tuned on it, scored before and after)
     Stages one by one: brainstorm/generate, filter, mine, export; convert, eval, ablate, serve.
     Public collections the docs use:  curate data get scifact
     Docs: docs/index.md in the source, or `curate COMMAND --help`.
@@ -84,7 +86,7 @@ def cli() -> None:
 
 cli.command_class = Command  # a command added with @cli.command() builds its options lazily too
 for command in (brainstorm, generate, filter_cmd, mine, export, convert, eval_command, ablate, pipeline, report, serve,
-                data):
+                train, data):
     cli.add_command(command)
 
 

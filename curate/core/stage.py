@@ -104,7 +104,7 @@ class FunnelRow:
 # one through the entry-point group. The report, the API and the pipeline look stages up here.
 STAGES: Registry[Stage] = Registry("stage", "curate.stages", builtin=(
     "curate.generate.stage", "curate.filter.main", "curate.mine.main", "curate.export.main",
-    "curate.convert.main", "curate.flows.pipeline"))
+    "curate.convert.main", "curate.train.main", "curate.flows.pipeline"))
 
 
 def report_of(folder: str | Path) -> dict[str, Any] | None:
@@ -221,8 +221,8 @@ def _summary(stage: Stage, report: dict[str, Any], folder: Path) -> list[Any]:
         return list(stage.summary(report, folder))
     if stage.present is None or stage.funnel is None:
         return [f"{stage.name}: done ({folder})"]
-    return [f"{label}: {text}" for label, text in stage.present(stage.funnel(report, folder)).lines] + [
-        f"  written to {folder}"]
+    return [f"{label}: {text}" if label else f"  {text}" for label, text in
+            stage.present(stage.funnel(report, folder)).lines] + [f"  written to {folder}"]
 
 
 def lineage(opts: Any) -> dict[str, Any]:

