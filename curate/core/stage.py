@@ -104,7 +104,7 @@ class FunnelRow:
 # one through the entry-point group. The report, the API and the pipeline look stages up here.
 STAGES: Registry[Stage] = Registry("stage", "curate.stages", builtin=(
     "curate.generate.stage", "curate.filter.main", "curate.mine.main", "curate.export.main",
-    "curate.convert.main", "curate.train.main", "curate.flows.pipeline"))
+    "curate.convert.main", "curate.holdout.main", "curate.train.main", "curate.flows.pipeline"))
 
 
 def report_of(folder: str | Path) -> dict[str, Any] | None:

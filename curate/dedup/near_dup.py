@@ -46,5 +46,10 @@ class NearDupIndex:
         self._n += 1
         return True
 
+    def matches(self, text: str) -> bool:
+        """Whether ``text`` near-duplicates (or equals) one already added; the index is left as it is."""
+        norm = normalize(text)
+        return bool(norm) and (norm in self._exact or bool(self._lsh.query(self._minhash(text))))
+
     def __len__(self) -> int:
         return self._n

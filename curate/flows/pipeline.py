@@ -81,6 +81,11 @@ class PipelineOptions:
         "metavar": "ID",
         "help": "The export card's licence, a Hub id such as cc-by-4.0: the one your documents are under."})
     plots: bool = field(default=True, metadata={"help": "Write filter's and mine's plots."})
+    # a share of the documents set aside as a BEIR evaluation set (RUN/holdout/eval), for curate train
+    eval_share: float = field(default=0.2, metadata={
+        "min": 0.0, "max": 0.9,
+        "help": "Share of the documents held out, their filtered queries written as a BEIR folder "
+                "(RUN/holdout/eval) that curate train scores the model on; none go to training (0: off)."})
     report: bool = field(default=True, metadata={  # the page is a view of the run: asking for it is the same run
         "fingerprint": False,
         "help": "Write RUN/report.html at the end: the funnel, time and cost, charts and a record browser."})
@@ -156,7 +161,8 @@ def next_steps(out: Path, report: bool) -> list[str]:
 def stages(opts: PipelineOptions, llm: LLMOptions, out: Path) -> list[tuple[Stage, Any]]:
     """The stages in order, each with its options; a stage reads the one before it through the
     contract (``Stage.path``), so nothing here knows a stage's file names or imports its module."""
-    generate, filter_, mine, export = (STAGES.get(name) for name in ("generate", "filter", "mine", "export"))
+    generate, filter_, holdout, mine, export = (STAGES.get(name) for name in
+                                                ("generate", "filter", "holdout", "mine", "export"))
     gen = out / generate.name
     corpus = str(generate.path(gen, "corpus"))
     steps: list[tuple[Stage, Any]] = [
@@ -165,10 +171,16 @@ def stages(opts: PipelineOptions, llm: LLMOptions, out: Path) -> list[tuple[Stag
         (filter_, filter_.options(inp=str(generate.path(gen)), out=str(out / filter_.name), corpus=corpus, llm=llm,
                                   recipe=opts.recipe, teacher=opts.teacher, plots=opts.plots,
                                   prompts_dirs=tuple(opts.prompts_dirs))),
-        (mine, mine.options(out=str(out / mine.name), records=str(filter_.path(out / filter_.name)), corpus=corpus,
-                            teachers=(opts.teacher,) if opts.teacher else (), seed=opts.seed, plots=opts.plots,
-                            scores=opts.scores)),
     ]
+    records = str(filter_.path(out / filter_.name))
+    if opts.eval_share > 0:  # documents set aside before mining: no held-out passage becomes a negative
+        held = out / holdout.name
+        steps.append((holdout, holdout.options(inp=records, corpus=corpus, out=str(held), share=opts.eval_share,
+                                               seed=opts.seed)))
+        records, corpus = str(holdout.path(held)), str(holdout.path(held, "corpus"))
+    steps.append((mine, mine.options(out=str(out / mine.name), records=records, corpus=corpus,
+                                     teachers=(opts.teacher,) if opts.teacher else (), seed=opts.seed,
+                                     plots=opts.plots, scores=opts.scores)))
     if opts.relabel:
         relabel = STAGES.get(RELABEL)
         steps.append((relabel, relabel.options(inp=str(mine.path(out / mine.name)), out=str(out / RELABEL),
@@ -221,7 +233,7 @@ def build_funnel(opts: PipelineOptions, docs, states: dict[str, str], reports: d
         "documents": {"files": d["files"], "documents": d["documents"], "passages": d["passages"],
                       "skipped": len(d["skipped"]), "replaced": len(d["replaced"])},
     }
-    for name in ("generate", "filter", "mine", RELABEL, "export"):
+    for name in ("generate", "filter", "holdout", "mine", RELABEL, "export"):
         funnel[name] = None
     for name, (stage, report) in reports.items():
         report = report_of(out / name) or report

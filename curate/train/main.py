@@ -6,7 +6,7 @@ export chose), with the loss its card recommends: distillation on the teacher's 
 (``DistillKLDivLoss``, the ``label`` column) when the rows carry them, else the contrastive
 ``MultipleNegativesRankingLoss`` (``--loss`` picks another). The base model (default: the bundled
 all-MiniLM-L6-v2, offline) and the trained one are both evaluated on every ``--eval`` BEIR folder,
-and on the run's own held-out set when it has one (``RUN/eval``), so the report holds NDCG@10,
+and on the run's own held-out set when it has one (``RUN/holdout/eval``), so the report holds NDCG@10,
 Recall@100 and MRR@10 before and after.
 
 It is a stage: its folder (``RUN/train`` unless ``--out``) is opened by the runner, a killed run
@@ -30,7 +30,7 @@ from curate.core.stage import STAGES, FunnelRow, Stage
 
 MODEL = "model"
 FORMAT = "sentence-transformers"  # the export format the trainer reads
-HELD_OUT = "eval"  # a pipeline run's held-out BEIR folder, when it wrote one
+HELD_OUT = "holdout/eval"  # a pipeline run's held-out BEIR folder, when it wrote one
 LOSSES = ("auto", "mnrl", "distill-kl", "mnrl+distill-kl", "margin-mse", "masked")
 METRICS = ("ndcg@10", "recall@100", "mrr@10")
 # the fewest steps a default run takes: the learning rate warms up over the first tenth of them, and
@@ -57,7 +57,7 @@ class TrainOptions:
     seed: int = field(default=0, metadata={"help": "Seed of the training run."})
     eval: tuple[str, ...] = field(default=(), metadata={
         "path": "dir", "help": "A BEIR folder to evaluate the base and the trained model on (repeatable); the "
-                               "run's own held-out set (RUN/eval) is always used when there is one."})
+                               "run's own held-out set (RUN/holdout/eval) is always used when there is one."})
     eval_split: str = field(default="test", metadata={"help": "Qrels split of the --eval folders."})
     light: bool = field(default=False, metadata={
         "help": "Evaluate on Linq's light set (20% of the queries, the teacher's top 50) instead of the full split."})
@@ -167,7 +167,7 @@ def present(f: dict[str, Any]) -> FunnelRow:
         lines.append(("", f"NDCG@10 {f['ndcg_before']:.4f} -> {f['ndcg_after']:.4f} "
                           f"({f['ndcg_after'] - f['ndcg_before']:+.4f}) on {f['eval']}, {f['queries']} queries"))
     else:
-        lines.append(("", "no evaluation: the run has no held-out set (RUN/eval) and no --eval was given"))
+        lines.append(("", "no evaluation: the run has no held-out set (RUN/holdout/eval) and no --eval was given"))
     return FunnelRow(lines=lines, cells=[("rows", "rows"), ("steps", "steps"), ("NDCG@10 before", "ndcg_before"),
                                          ("NDCG@10 after", "ndcg_after")])
 

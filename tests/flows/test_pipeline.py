@@ -24,8 +24,8 @@ from tests.fake_llm_server import fake_llm_server
 from tests.helpers import REPO, SHARED_DATA, assert_one_line_error, read_jsonl, run_curate
 
 N = 20
-STAGES = ("generate", "filter", "mine", "export")
-REPORTS = {s: "report.json" for s in ("generate", "filter", "mine", "relabel", "export")}  # one name for every stage
+STAGES = ("generate", "filter", "holdout", "mine", "export")
+REPORTS = {s: "report.json" for s in ("generate", "filter", "holdout", "mine", "relabel", "export")}  # one name for every stage
 OFFLINE = "http://127.0.0.1:9/v1"  # nothing listens: a request would fail the run
 
 
@@ -68,8 +68,8 @@ def _rows(run: Path) -> list[dict]:
 
 
 def _mtimes(run: Path) -> dict[str, int]:
-    return {str(p.relative_to(run)): p.stat().st_mtime_ns for stage in ("generate", "filter", "mine", "relabel",
-                                                                        "export")
+    return {str(p.relative_to(run)): p.stat().st_mtime_ns for stage in ("generate", "filter", "holdout", "mine",
+                                                                        "relabel", "export")
             for p in (run / stage).rglob("*") if p.is_file() and ".cache" not in p.parts
             and p.name != ".curate.lock"}
 
@@ -122,7 +122,10 @@ def test_every_stage_writes_its_outputs_and_prints_the_funnel(first):
     assert flt["steps"][0]["records_dropped"].get("query-word-for-word-in-document"), "the heuristics dropped the copies"
     assert (f"{mine['queries_out']} of {mine['queries_in']} records mined, {mine['negatives']} negatives "
             f"({mine['negatives_per_query']['mean']:.2f} per record)") in out
-    assert mine["queries_in"] == flt["records_kept"]
+    held = _report(run, "holdout")
+    assert held["records_in"] == flt["records_kept"] and held["documents_held_out"] >= 1
+    assert mine["queries_in"] == held["records_kept"] == flt["records_kept"] - held["eval_queries"] - held["dropped"]
+    assert f"{held['eval_queries']} queries in {run / 'holdout' / 'eval'}" in out
     c = export["counts"]
     rows = rf"sentence-transformers: {c.get('train', 0)} train rows?, {c.get('dev', 0)} dev rows?$"
     assert re.search(rows, out, re.M)
@@ -144,6 +147,28 @@ def test_every_stage_writes_its_outputs_and_prints_the_funnel(first):
     assert funnel["relabel"] is None
     assert funnel["export"]["formats"]["sentence-transformers"]["train"] == c.get("train", 0)
     assert funnel["export"]["rows"] == len(_rows(run))
+
+
+def test_the_held_out_documents_reach_no_training_row(first):
+    """A fifth of the documents with queries is set aside before mining: their queries and passages
+    are a BEIR folder, and none of their passages is a positive or a mined negative of training."""
+    run = first["run"]
+    held = _report(run, "holdout")
+    docs = set(held["held_out"])
+    passages = [json.loads(line) for line in open(run / "generate" / "corpus.jsonl", encoding="utf-8")]
+    barred = {p["_id"] for p in passages if p["_id"].rsplit("#", 1)[0] in docs or p.get("source") in docs}
+    barred_text = {p["text"] for p in passages if p["_id"] in barred}
+    assert barred, "some passages are held out"
+    for rec in read_jsonl(run / "mine" / "mined.jsonl"):
+        ids = {rec["positive_id"], *(p["doc_id"] for p in rec["positives"]), *(n["doc_id"] for n in rec["negatives"])}
+        assert not ids & barred, rec["id"]
+    for row in _rows(run):
+        texts = {v for k, v in row.items() if k == "positive" or k.startswith("negative")}
+        assert not any(t in texts for t in barred_text)
+    ev = run / "holdout" / "eval"
+    qrels = [line.split("\t") for line in (ev / "qrels" / "test.tsv").read_text().splitlines()[1:]]
+    assert len({q for q, _, _ in qrels}) == held["eval_queries"] > 0 and {d for _, d, _ in qrels} <= barred
+    assert sum(1 for _ in open(ev / "corpus.jsonl")) == len(passages), "every passage competes in the eval"
 
 
 def test_a_second_run_sends_nothing_and_rewrites_nothing(first):
@@ -225,17 +250,17 @@ def test_a_rerun_that_stops_early_never_shows_the_earlier_runs_later_stages_as_i
     proc = run_curate("pipeline", str(first["docs"]), "--out", str(run), "-n", str(N), "--base-url",
                       first["srv"].base_url, "--model", "fake", "--recipe", str(drop_all), env=_env(run.parent),
                       timeout=900)
-    assert proc.returncode == 2 and "filter left no record for mine" in proc.stderr
+    assert proc.returncode == 2 and "filter left no record for holdout" in proc.stderr
     assert (run / "mine" / "mined.jsonl").is_file(), "the earlier run's folders are left as they were"
     funnel = json.loads((run / "pipeline.json").read_text())
     assert set(funnel["stages"]) == {"generate", "filter"} and funnel["mine"] is None and funnel["export"] is None
     data = collect(run)
     assert [row["stage"] for row in data["funnel"]] == ["generate", "filter"], "mine and export are not this run's"
-    assert data["earlier"] == ["mine", "export"] and data["details"] == [], "no export table of an earlier run"
+    assert data["earlier"] == ["holdout", "mine", "export"] and data["details"] == [], "no export table of an earlier run"
     assert {r["stage"] for r in data["records"]} <= {"generate", "filter"}
     page = run_curate("report", str(run), env=_env(run.parent))
     assert page.returncode == 0, page.stderr
-    assert "Not part of this run: mine, export" in (run / "report.html").read_text(encoding="utf-8")
+    assert "Not part of this run: holdout, mine, export" in (run / "report.html").read_text(encoding="utf-8")
 
 
 def test_report_on_a_pipeline_killed_while_mining_shows_what_is_there_and_what_is_missing(first):
@@ -257,7 +282,7 @@ def test_report_on_a_pipeline_killed_while_mining_shows_what_is_there_and_what_i
     assert "report: this run did not finish" in page.stderr and "no result yet from mine, export" in page.stderr
     from curate.report.collect import collect
 
-    assert [row["stage"] for row in collect(run)["funnel"]] == ["generate", "filter"]
+    assert [row["stage"] for row in collect(run)["funnel"]] == ["generate", "filter", "holdout"]
 
 
 def test_hybrid_scores_are_the_default_and_the_teachers_own_are_one_option_away(first):
@@ -393,7 +418,7 @@ def test_a_filter_that_keeps_nothing_still_shows_the_funnel(tmp_path):
                           "--model", "fake", env=_env(tmp_path), timeout=900)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
-    assert lines[-1].startswith("curate: error: filter left no record for mine") and "rejected.jsonl" in lines[-1]
+    assert lines[-1].startswith("curate: error: filter left no record for holdout") and "rejected.jsonl" in lines[-1]
     assert "3 passages sampled, 3 queries written, 0 failed" in proc.stderr
     assert re.search(r"heuristics: 0 of 3 kept, 3 dropped, e\.g\. query-word-for-word-in-document: ", proc.stderr)
     funnel = json.loads((tmp_path / "run" / "pipeline.json").read_text())
