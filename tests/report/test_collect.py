@@ -30,7 +30,7 @@ def test_a_pipeline_runs_page_holds_its_funnel_records_and_drops(demo):
     out = demo["out"]
     data = collect(out)
     funnel = json.loads((out / "pipeline.json").read_text())
-    assert data["kind"] == "pipeline" and [r["stage"] for r in data["funnel"]] == ["generate", "filter", "mine", "export"]
+    assert data["kind"] == "pipeline" and [r["stage"] for r in data["funnel"]] == ["generate", "filter", "holdout", "mine", "export"]
     filt = next(r for r in data["funnel"] if r["stage"] == "filter")
     assert [s["step"] for s in filt["steps"]] == [s["step"] for s in funnel["filter"]["steps"]]
     assert filt["dropped"] == {k: v for s in funnel["filter"]["steps"] for k, v in s["records_dropped"].items()}
