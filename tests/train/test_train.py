@@ -50,8 +50,11 @@ def exported(tmp_path_factory) -> dict[str, Path]:
 
 
 def test_train_killed_mid_run_finishes_on_the_same_command_then_is_done(exported):
+    import shutil
+
     run, data = exported["run"], exported["data"]
     out = run / "train"
+    shutil.copytree(data, run / "holdout" / "eval")  # as curate pipeline leaves its held-out documents
     cmd = [sys.executable, "-m", "curate", "train", str(run), "--eval", str(data), "--steps", "4", "--batch-size", "4"]
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 600
@@ -70,8 +73,9 @@ def test_train_killed_mid_run_finishes_on_the_same_command_then_is_done(exported
 
     rows = sum(pq.read_table(f).num_rows for f in (run / "export" / "data").glob("train-*.parquet"))
     assert report["training"]["steps"] == 4 and report["training"]["rows"] == rows > 0
-    (ev,) = report["evaluations"]
-    assert ev["data"] == str(data) and ev["queries"] == 12
+    held, ev = report["evaluations"]
+    assert held["data"] == str(run / "holdout" / "eval"), "the run's own held-out set, first, without asking"
+    assert ev["data"] == str(data) and ev["queries"] == 12 and held["after"] == ev["after"]
     for side in ("before", "after"):
         assert set(ev[side]) == {"ndcg@10", "recall@100", "mrr@10"} and 0 < ev[side]["ndcg@10"] <= 1
     assert ev["before"] != ev["after"], "the trained model is another model"
