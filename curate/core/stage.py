@@ -82,6 +82,10 @@ class Stage:
     # what a later export records of this run (its card's source entry), from its report; a
     # "dataset" key names the data its records came from
     provenance: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    # a stage run on a finished pipeline run (``curate train RUN``), in a folder of its own inside
+    # it: the stage whose product it reads. The run's page shows it after the pipeline's stages
+    # while that product is the one it read (it ran after the product was written)
+    follows: str | None = None
 
     def path(self, folder: str | Path, role: str = "records") -> Path:
         """Where a run of this stage in ``folder`` keeps its ``role`` output."""

@@ -56,8 +56,11 @@ def collect(folder: str | Path, *, sample: int = 2000, seed: int = 0) -> dict[st
         order = pipeline.get("order") or list(this_run)
         parts = [(name, folder / name, this_run[name], pipeline.get(name))
                  for name in this_run if name in STAGES and (folder / name).is_dir()]
+        followers = [name for name, stage in STAGES.items() if stage.follows in this_run
+                     and _newer(folder / name / "report.json", folder / stage.follows / "report.json")]
+        parts += [(name, folder / name, "ran", None) for name in followers]
         data["earlier"] = [name for name in dict.fromkeys((*order, *STAGES.names()))
-                           if name not in this_run and (folder / name / "run.json").is_file()]
+                           if name not in this_run and name not in followers and (folder / name / "run.json").is_file()]
         if not pipeline.get("finished", True):  # killed, or still running
             data["unfinished"] = [name for name in order if name not in this_run]
     elif (folder / ABLATE_REPORT).is_file():
@@ -84,6 +87,14 @@ def collect(folder: str | Path, *, sample: int = 2000, seed: int = 0) -> dict[st
     if parts:
         _sample_records(data, parts, sample, seed)
     return data
+
+
+def _newer(mine: Path, theirs: Path) -> bool:
+    """``mine`` was written after ``theirs`` (a follower's report after the product it read)."""
+    try:
+        return mine.stat().st_mtime_ns >= theirs.stat().st_mtime_ns
+    except OSError:
+        return False
 
 
 # ----------------------------------------------------------------------------- the funnel

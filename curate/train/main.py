@@ -173,5 +173,5 @@ def present(f: dict[str, Any]) -> FunnelRow:
 
 
 STAGE = Stage("train", TrainOptions, train_stage, check=check, reads=("eval",), also_reads=_also_reads,
-              writes={"model": MODEL}, funnel=funnel, present=present)
+              writes={"model": MODEL}, funnel=funnel, present=present, follows="export")
 STAGES.register(STAGE.name, STAGE)

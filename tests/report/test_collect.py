@@ -4,6 +4,7 @@ where its numbers come from, the sample, and that records cannot break out of th
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import struct
 import zlib
@@ -175,3 +176,26 @@ def test_a_folder_that_is_no_run_is_one_line(tmp_path):
         collect(tmp_path)
     assert_one_line_error(run_curate("report", str(tmp_path)), str(tmp_path), "not a run folder")
     assert not (tmp_path / "report.html").exists()
+
+
+def test_curate_train_on_the_demo_is_part_of_its_page_until_the_export_changes(demo, tmp_path):
+    """`curate pipeline data/demo` then `curate train` (the README's two commands): the page shows
+    the training after the pipeline's stages, scored on the held-out documents; once the export is
+    written again, that training is an earlier run's."""
+    import os
+
+    out = tmp_path / "demo"
+    shutil.copytree(demo["out"], out)
+    assert (out / "holdout" / "eval" / "qrels" / "test.tsv").is_file(), "the demo holds two documents out"
+    proc = run_curate("train", str(out), "--steps", "2", env={"CURATE_CACHE_DIR": str(demo["tmp"] / "cache")})
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"NDCG@10 \d\.\d{4} -> \d\.\d{4} \([+-]\d\.\d{4}\) on .*holdout/eval, \d+ queries", proc.stderr)
+    data = collect(out)
+    assert [r["stage"] for r in data["funnel"]][-2:] == ["export", "train"] and data["earlier"] == []
+    cells = {c["label"]: c["value"] for c in data["funnel"][-1]["cells"]}
+    report = json.loads((out / "train" / "report.json").read_text())
+    assert cells["NDCG@10 before"] == report["evaluations"][0]["before"]["ndcg@10"]
+    later = (out / "train" / "report.json").stat().st_mtime_ns + 10**9
+    os.utime(out / "export" / "report.json", ns=(later, later))  # the export written again after it
+    data = collect(out)
+    assert "train" not in [r["stage"] for r in data["funnel"]] and data["earlier"] == ["train"]
