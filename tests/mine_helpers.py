@@ -90,3 +90,30 @@ def memo_model(model):
 
     model.__class__ = type(f"Memo{base.__name__}", (base,), {"encode": encode})
     return memo
+
+
+def scifact_slice(folder: Path, queries_a_split: int, extra_docs: int = 60, max_chars: int = 600) -> Path | None:
+    """A small real BEIR folder: the first ``queries_a_split`` SciFact claims of the train and of
+    the test qrels, their evidence and ``extra_docs`` more abstracts (cut to ``max_chars``); None
+    when no SciFact copy is at hand."""
+    from tests.helpers import SHARED_DATA, read_jsonl
+
+    src = SHARED_DATA / "scifact"
+    if not (src / "corpus.jsonl").exists():  # pragma: no cover
+        return None
+    qrels: dict[str, dict[str, dict[str, int]]] = {}
+    for split in ("train", "test"):
+        qrels[split] = {}
+        for line in (src / "qrels" / f"{split}.tsv").read_text(encoding="utf-8").splitlines()[1:]:
+            q, d, _ = line.split("\t")
+            if len(qrels[split]) < queries_a_split or q in qrels[split]:
+                qrels[split].setdefault(q, {})[d] = 1
+    wanted = {d for s in qrels.values() for rel in s.values() for d in rel}
+    corpus = {}
+    for doc in read_jsonl(src / "corpus.jsonl"):
+        if doc["_id"] in wanted or len(corpus) < extra_docs:
+            corpus[doc["_id"]] = (doc["title"] + " " + doc["text"])[:max_chars]
+    asked = {q for s in qrels.values() for q in s}
+    queries = {q["_id"]: q["text"] for q in read_jsonl(src / "queries.jsonl") if q["_id"] in asked}
+    write_beir(folder, corpus, queries, qrels["train"], "train")
+    return write_beir(folder, corpus, queries, qrels["test"], "test")

@@ -19,8 +19,8 @@ import click
 import pytest
 
 from curate.cli import cli
-from tests.helpers import REPO, SHARED_DATA, read_jsonl, run_curate
-from tests.mine_helpers import write_beir
+from tests.helpers import REPO, read_jsonl, run_curate
+from tests.mine_helpers import scifact_slice
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^```([\w-]*)[^\n]*\n(.*?)^```", re.S | re.M)
@@ -122,25 +122,8 @@ def test_a_misspelt_option_in_a_page_would_be_caught(tmp_path):
 def tour_folder(tmp_path, monkeypatch) -> Path:
     """A fresh folder with ``datasets/scifact``: 8 SciFact claims, their evidence and 60 more
     abstracts, train and test qrels."""
-    src = SHARED_DATA / "scifact"
-    if not (src / "corpus.jsonl").exists():  # pragma: no cover
+    if scifact_slice(tmp_path / "datasets" / "scifact", 8) is None:  # pragma: no cover
         pytest.skip("no SciFact copy")
-    qrels = {}
-    for split in ("train", "test"):
-        rows = [ln.split("\t") for ln in (src / "qrels" / f"{split}.tsv").read_text().splitlines()[1:]]
-        qrels[split] = {}
-        for q, d, _ in rows:
-            if len(qrels[split]) < 8 or q in qrels[split]:
-                qrels[split].setdefault(q, {})[d] = 1
-    wanted = {d for split in qrels.values() for rel in split.values() for d in rel}
-    corpus = {}
-    for doc in read_jsonl(src / "corpus.jsonl"):
-        if doc["_id"] in wanted or len(corpus) < 60:
-            corpus[doc["_id"]] = (doc["title"] + " " + doc["text"])[:600]
-    asked = {q for split in qrels.values() for q in split}
-    queries = {q["_id"]: q["text"] for q in read_jsonl(src / "queries.jsonl") if q["_id"] in asked}
-    folder = write_beir(tmp_path / "datasets" / "scifact", corpus, queries, qrels["train"], "train")
-    write_beir(folder, corpus, queries, qrels["test"], "test")
     return tmp_path
 
 

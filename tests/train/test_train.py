@@ -12,34 +12,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, SHARED_DATA, read_jsonl, run_curate
-from tests.mine_helpers import write_beir
+from tests.helpers import REPO, run_curate
+from tests.mine_helpers import scifact_slice
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory) -> dict[str, Path]:
     """A slice of SciFact (12 claims, their evidence and 60 abstracts), mined and exported with the
     teacher's scores: what `curate pipeline` leaves in RUN/export."""
-    src = SHARED_DATA / "scifact"
-    if not (src / "corpus.jsonl").exists():  # pragma: no cover
-        pytest.skip("no SciFact copy")
     tmp = tmp_path_factory.mktemp("train")
-    qrels: dict[str, dict[str, dict[str, int]]] = {}
-    for split in ("train", "test"):
-        qrels[split] = {}
-        for line in (src / "qrels" / f"{split}.tsv").read_text().splitlines()[1:]:
-            q, d, _ = line.split("\t")
-            if len(qrels[split]) < 12 or q in qrels[split]:
-                qrels[split].setdefault(q, {})[d] = 1
-    wanted = {d for s in qrels.values() for rel in s.values() for d in rel}
-    corpus = {}
-    for doc in read_jsonl(src / "corpus.jsonl"):
-        if doc["_id"] in wanted or len(corpus) < 60:
-            corpus[doc["_id"]] = (doc["title"] + " " + doc["text"])[:500]
-    asked = {q for s in qrels.values() for q in s}
-    queries = {q["_id"]: q["text"] for q in read_jsonl(src / "queries.jsonl") if q["_id"] in asked}
-    data = write_beir(tmp / "scifact", corpus, queries, qrels["train"], "train")
-    write_beir(data, corpus, queries, qrels["test"], "test")
+    data = scifact_slice(tmp / "scifact", 12, max_chars=500)
+    if data is None:  # pragma: no cover
+        pytest.skip("no SciFact copy")
     run = tmp / "run"
     for args in (("mine", "--data", str(data), "--split", "train", "--out", str(run / "mine")),
                  ("export", "--in", str(run / "mine" / "mined.jsonl"), "--out", str(run / "export"),
