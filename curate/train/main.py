@@ -126,8 +126,7 @@ def train_stage(opts: TrainOptions, run) -> dict[str, Any]:
     os.environ.setdefault("TQDM_DISABLE", "1")  # the libraries' bars (datasets, the model card's widget
     datasets.disable_progress_bars()           # examples): curate's own training bar and lines stay
 
-    from curate.flows.ablate.grid import SCORED, Budget, Training
-    from curate.flows.ablate.train import fine_tune
+    from curate.train.fit import SCORED, Budget, Training, fine_tune
 
     files = train_files(opts.run)
     rows = datasets.load_dataset("parquet", data_files=[str(f) for f in files], split="train")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from curate.flows.ablate.train import _steps_callback
+from curate.train.fit import _steps_callback
 
 
 def test_the_callback_advances_the_bar_once_per_step():

@@ -344,7 +344,7 @@ def st_dataset(grid: Grid, arm: Arm, qrels: Path | None, work: Path):
     folder = work / "st" / value_digest({"data": grid.data, "qrels": qrels.name, "st": arm.st}, length=KEY)
     if (folder / "dataset_info.json").is_file():
         return datasets.load_from_disk(str(folder))
-    from curate.flows.ablate.train import load_student
+    from curate.train.fit import load_student
 
     queries, docs, own, corpus = st_pairs(grid, qrels, positives)
     student = load_student(grid.student)  # only to mine: a saved set needs no model

@@ -53,12 +53,13 @@ import inspect
 import io
 import math
 import unicodedata
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from curate.core.errors import CurateError
 from curate.core.yamlfile import read_yaml_mapping
+from curate.train.fit import SCORED, Budget, Training
 
 KINDS = ("curate", "st", "base")
 # options the grid sets itself (input, output, batch size, seed): an arm may not change them
@@ -75,42 +76,6 @@ PAIRS = "pairs"  # queries: the split's training pairs, the LLM writes their neg
 ST_OWN = {"positives", "rows"}  # ablate's own keys for the st arm (see arms.st_pairs)
 ST_FIXED = {"dataset", "model", "anchor_column_name", "positive_column_name", "corpus", "output_format",
             "cache_folder", "verbose", "as_triplets", "margin", "use_multi_process", "cross_encoder"}
-
-
-@dataclass
-class Budget:
-    """Every arm's training budget. Types and ranges are declared here (``curate.core.params``) and
-    checked when the grid is read: whole numbers are whole (``steps: 2.9`` or ``true`` is refused,
-    not cut to 2 or 1), and the rates finite."""
-
-    steps: int = field(default=40, metadata={"min": 1})
-    batch_size: int = field(default=16, metadata={"min": 2})
-    lr: float = field(default=2e-5, metadata={"min": 0.0, "min_open": True})
-    max_seq_length: int = field(default=128, metadata={"min": 8})
-    warmup_ratio: float = field(default=0.1, metadata={"min": 0.0, "max": 1.0})
-
-
-SCORED = ("margin-mse", "distill-kl", "mnrl+distill-kl")  # losses that read the teacher's scores (the ``label`` column)
-
-
-@dataclass
-class Training:
-    """How an arm's rows train the student: a grid arm's ``train:`` mapping, checked when the grid
-    is read. Only the keys that differ from these defaults name the arm's runs, so arms written
-    before it existed keep their results."""
-
-    loss: Literal["mnrl", "margin-mse", "distill-kl", "mnrl+distill-kl", "masked"] = "mnrl"
-    # None: the export's file order for curate arms, shuffled no-duplicates batches for st arms
-    order: Literal["export", "no-duplicates"] | None = None
-    # distill-kl (alone or beside mnrl) and masked: the softmax temperature on cosines (0.05 is MNRL's scale of 20)
-    temperature: float = field(default=0.05, metadata={"min": 0.0, "min_open": True})
-    # masked: a candidate the teacher scores above (1 - margin) x the positive's score is masked
-    margin: float = field(default=0.05, metadata={"min": 0.0, "max": 1.0})
-
-    def changed(self) -> dict[str, Any]:
-        """The keys that differ from the defaults (what names a run)."""
-        default = asdict(Training())
-        return {k: v for k, v in asdict(self).items() if v != default[k]}
 
 
 @dataclass

@@ -29,7 +29,7 @@ from typing import Any
 from curate.flows.ablate import arms as data
 from curate.flows.ablate import report as rep
 from curate.flows.ablate.grid import PAIRS, Arm, Grid, load_grid
-from curate.flows.ablate.train import fine_tune
+from curate.train.fit import fine_tune
 from curate.core.errors import CurateError
 from curate.core.executor import Executor, map_unordered
 from curate.core.hashing import value_digest

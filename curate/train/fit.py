@@ -1,6 +1,7 @@
-"""Fine-tune the student on one arm's rows with sentence-transformers' trainer and one of its losses.
+"""Fine-tune a student on a run's rows with sentence-transformers' trainer and one of its losses:
+what ``curate train`` and each arm of ``curate ablate`` do.
 
-The loss is the arm's ``train: {loss: ...}`` (``Training``): the contrastive
+The loss is ``Training.loss`` (an ablation arm's ``train: {loss: ...}``, ``curate train --loss``): the contrastive
 MultipleNegativesRankingLoss (default), the two distillation losses that read the export's
 ``label`` column (the teacher's scores: ``margin-mse`` on the positive-minus-negative margins,
 as GPL trains, ``distill-kl`` on the teacher's softmax over each row's texts), their sum
@@ -23,12 +24,49 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from curate.core.errors import CurateError
 from curate.core.progress import track
-from curate.flows.ablate.grid import SCORED, Budget, Training
+
+
+@dataclass
+class Budget:
+    """A training budget (each ablation arm's, or ``curate train``'s). Types and ranges are declared
+    here (``curate.core.params``) and checked when a grid is read: whole numbers are whole (``steps: 2.9`` or ``true`` is refused,
+    not cut to 2 or 1), and the rates finite."""
+
+    steps: int = field(default=40, metadata={"min": 1})
+    batch_size: int = field(default=16, metadata={"min": 2})
+    lr: float = field(default=2e-5, metadata={"min": 0.0, "min_open": True})
+    max_seq_length: int = field(default=128, metadata={"min": 8})
+    warmup_ratio: float = field(default=0.1, metadata={"min": 0.0, "max": 1.0})
+
+
+SCORED = ("margin-mse", "distill-kl", "mnrl+distill-kl")  # losses that read the teacher's scores (the ``label`` column)
+
+
+@dataclass
+class Training:
+    """How an arm's rows train the student: a grid arm's ``train:`` mapping, checked when the grid
+    is read. Only the keys that differ from these defaults name the arm's runs, so arms written
+    before it existed keep their results."""
+
+    loss: Literal["mnrl", "margin-mse", "distill-kl", "mnrl+distill-kl", "masked"] = "mnrl"
+    # None: the export's file order for curate arms, shuffled no-duplicates batches for st arms
+    order: Literal["export", "no-duplicates"] | None = None
+    # distill-kl (alone or beside mnrl) and masked: the softmax temperature on cosines (0.05 is MNRL's scale of 20)
+    temperature: float = field(default=0.05, metadata={"min": 0.0, "min_open": True})
+    # masked: a candidate the teacher scores above (1 - margin) x the positive's score is masked
+    margin: float = field(default=0.05, metadata={"min": 0.0, "max": 1.0})
+
+    def changed(self) -> dict[str, Any]:
+        """The keys that differ from the defaults (what names a run)."""
+        default = asdict(Training())
+        return {k: v for k, v in asdict(self).items() if v != default[k]}
+
 
 
 def load_student(name: str | None):
