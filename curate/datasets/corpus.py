@@ -25,6 +25,7 @@ class CorpusEntry:
     title: str  # stripped; "" when the line has none
     text: str  # stripped
     line: int
+    source: str | None = None  # the file it was cut from, when the document reader wrote one
 
     def joined(self) -> str:
         return doc_text({"title": self.title, "text": self.text})
@@ -51,7 +52,8 @@ def read_corpus_entries(path: str | Path) -> list[CorpusEntry]:
         if first != lineno:
             raise CurateError(f"{path}:{lineno}: duplicate {key or 'id (its line number)'} {doc_id!r} "
                               f"(first at line {first})")
-        entries.append(CorpusEntry(doc_id, title.strip(), obj["text"].strip(), lineno))
+        source = obj.get("source") if isinstance(obj.get("source"), str) else None
+        entries.append(CorpusEntry(doc_id, title.strip(), obj["text"].strip(), lineno, source))
     if not entries:
         raise CurateError(f"{path}: no documents")
     return entries

@@ -32,9 +32,11 @@ from curate.core.jsonl import atomic_write_json
 from curate.core.stage import DONE, STAGES, Stage, preflight, report_of, run_stage
 from curate.llm.options import LLMOptions
 from curate.core.progress import console
+from curate.holdout.main import HoldoutOptions
 from curate.mine.options import MineOptions
 
 MINE_SCORES = MineOptions.__dataclass_fields__["scores"]  # declared once, by mine
+HOLDOUT_SHARE = HoldoutOptions.__dataclass_fields__["share"]  # declared once, by holdout
 
 RELABEL = "relabel"  # the recipe the relabel stage runs, and its folder
 FUNNEL = "pipeline.json"
@@ -82,8 +84,8 @@ class PipelineOptions:
         "help": "The export card's licence, a Hub id such as cc-by-4.0: the one your documents are under."})
     plots: bool = field(default=True, metadata={"help": "Write filter's and mine's plots."})
     # a share of the documents set aside as a BEIR evaluation set (RUN/holdout/eval), for curate train
-    eval_share: float = field(default=0.2, metadata={
-        "min": 0.0, "max": 0.9,
+    eval_share: float = field(default=HOLDOUT_SHARE.default, metadata={
+        **HOLDOUT_SHARE.metadata,
         "help": "Share of the documents held out, their filtered queries written as a BEIR folder "
                 "(RUN/holdout/eval) that curate train scores the model on; none go to training (0: off)."})
     report: bool = field(default=True, metadata={  # the page is a view of the run: asking for it is the same run

@@ -56,27 +56,19 @@ def document_of(passage_id: str, source: str | None) -> str:
     return source or passage_id.rsplit("#", 1)[0]
 
 
-def _sources(path: str) -> dict[str, str | None]:
-    from curate.core.jsonl import read_jsonl
-
-    return {str(obj.get("_id", obj.get("id"))): obj.get("source") for _, obj in read_jsonl(path) if isinstance(obj, dict)}
-
-
 def holdout_stage(opts: HoldoutOptions, run) -> dict[str, Any]:
     from curate.dedup.near_dup import NearDupIndex
 
     records = read_records(opts.inp)
     entries = read_corpus_entries(opts.corpus)
-    sources = _sources(opts.corpus)
-    doc_of = {e.id: document_of(e.id, sources.get(e.id)) for e in entries}
+    doc_of = {e.id: document_of(e.id, e.source) for e in entries}
 
     def own_doc(rec) -> str | None:
         return doc_of.get(rec.positive_id) if rec.positive_id else None
 
     with_queries = sorted({d for d in map(own_doc, records) if d is not None})
-    n_out = round(opts.share * len(with_queries)) if len(with_queries) >= opts.min_documents else 0
-    if opts.share > 0 and len(with_queries) >= opts.min_documents:
-        n_out = max(1, n_out)
+    enough = opts.share > 0 and len(with_queries) >= opts.min_documents
+    n_out = max(1, round(opts.share * len(with_queries))) if enough else 0
     held = set(sorted(with_queries, key=lambda d: value_digest([opts.seed, d]))[:n_out])
     held_passages = [e for e in entries if doc_of[e.id] in held]
     index = NearDupIndex(threshold=opts.near_duplicate)
@@ -96,7 +88,7 @@ def holdout_stage(opts: HoldoutOptions, run) -> dict[str, Any]:
             train.append(rec)
     atomic_write_jsonl(run.path(TRAIN), (r.to_dict() for r in train))
     atomic_write_jsonl(run.path(CORPUS), ({"_id": e.id, "title": e.title, "text": e.text,
-                                           **({"source": sources[e.id]} if sources.get(e.id) else {})}
+                                           **({"source": e.source} if e.source else {})}
                                           for e in entries if e.id not in barred))
     if eval_recs:
         _write_beir(run.path(EVAL), entries, eval_recs)

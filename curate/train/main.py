@@ -21,21 +21,27 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
 from curate.core.errors import CurateError
 from curate.core.stage import STAGES, FunnelRow, Stage
+from curate.train.fit import Budget
 
 MODEL = "model"
 FORMAT = "sentence-transformers"  # the export format the trainer reads
 HELD_OUT = "holdout/eval"  # a pipeline run's held-out BEIR folder, when it wrote one
-LOSSES = ("auto", "mnrl", "distill-kl", "mnrl+distill-kl", "margin-mse", "masked")
 METRICS = ("ndcg@10", "recall@100", "mrr@10")
 # the fewest steps a default run takes: the learning rate warms up over the first tenth of them, and
 # a run of one step (a demo export of 9 rows) would take it at a learning rate of 0
 MIN_STEPS = 10
+_BUDGET = {f.name: f for f in fields(Budget)}  # the trainer's budget: its defaults and ranges, declared once
+
+
+def _budget(name: str, help_text: str):
+    """An option of ``TrainOptions`` that is one of the trainer's ``Budget`` fields, with its help."""
+    return field(default=_BUDGET[name].default, metadata={**_BUDGET[name].metadata, "help": help_text})
 
 
 @dataclass
@@ -51,9 +57,9 @@ class TrainOptions:
                                           "export card's recommendation), else mnrl."})
     steps: int | None = field(default=None, metadata={
         "min": 1, "help": f"Optimiser steps (default: one pass over the rows, at least {MIN_STEPS})."})
-    batch_size: int = field(default=16, metadata={"min": 2, "help": "Rows a step."})
-    lr: float = field(default=2e-5, metadata={"min": 0.0, "min_open": True, "help": "Peak learning rate."})
-    max_seq_length: int = field(default=128, metadata={"min": 8, "help": "Tokens per text while training."})
+    batch_size: int = _budget("batch_size", "Rows a step.")
+    lr: float = _budget("lr", "Peak learning rate.")
+    max_seq_length: int = _budget("max_seq_length", "Tokens per text while training.")
     seed: int = field(default=0, metadata={"help": "Seed of the training run."})
     eval: tuple[str, ...] = field(default=(), metadata={
         "path": "dir", "help": "A BEIR folder to evaluate the base and the trained model on (repeatable); the "
@@ -126,7 +132,7 @@ def train_stage(opts: TrainOptions, run) -> dict[str, Any]:
     os.environ.setdefault("TQDM_DISABLE", "1")  # the libraries' bars (datasets, the model card's widget
     datasets.disable_progress_bars()           # examples): curate's own training bar and lines stay
 
-    from curate.train.fit import SCORED, Budget, Training, fine_tune
+    from curate.train.fit import SCORED, Training, fine_tune
 
     files = train_files(opts.run)
     rows = datasets.load_dataset("parquet", data_files=[str(f) for f in files], split="train")

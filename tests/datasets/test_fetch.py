@@ -135,7 +135,7 @@ def test_unknown_names_and_hostile_zips_are_refused(tmp_path):
     assert not (tmp_path.parent / "outside.txt").exists() and not (tmp_path / "evil").exists()
 
 
-def test_the_shipped_collections_name_a_checksum_and_the_docs_folder():
+def test_the_shipped_collections_are_https_with_a_checksum_and_listed():
     for c in COLLECTIONS.values():
         assert c.url.startswith("https://") and (c.sha256 or c.md5)
     listed = run_curate("data", "list")
