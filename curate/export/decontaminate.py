@@ -32,7 +32,8 @@ FIELDS = ("query", "positive")
 
 
 def _eval_texts(spec: str | Path) -> tuple[list[str], list[str]]:
-    """(labels "query:<id>" / "doc:<id>", texts) of the evaluation texts of ``FOLDER[:SPLIT]``."""
+    """(labels "query:<id>" / "doc:<id>", texts) of the evaluation texts of ``FOLDER[:SPLIT]``, the
+    queries first."""
     folder, split = Path(spec), None
     if not folder.is_dir() and ":" in str(spec):
         head, _, tail = str(spec).rpartition(":")
@@ -74,7 +75,9 @@ def decontaminate(items: Sequence[Item], folders: Sequence[str | Path], threshol
             matches.setdefault(rec, []).append({"folder": str(folder), "field": field,
                                                 "eval": labels[b - len(own)], "similarity": round(s, 3)})
         hit = set().union(*by_field.values())
+        queries = sum(label.startswith("query:") for label in labels)
         counts.append({"step": "decontaminate", "folder": str(folder), "eval_texts": len(texts),
+                       "eval_queries": queries, "eval_documents": len(texts) - queries,
                        "records_matched": len(hit), **{f"{f}_matched": len(v) for f, v in by_field.items()}})
     kept = [it for r, it in enumerate(items) if r not in matches]
     dropped = [{"id": items[r].record.id, "source": items[r].source, "matches": m} for r, m in sorted(matches.items())]

@@ -88,6 +88,8 @@ class PipelineOptions:
         **HOLDOUT_SHARE.metadata,
         "help": "Share of the documents held out, their filtered queries written as a BEIR folder "
                 "(RUN/holdout/eval) that curate train scores the model on; none go to training (0: off)."})
+    eval_seed: int | None = field(default=None, metadata={
+        "help": "Which documents are held out (default: --seed); another split of the same queries."})
     report: bool = field(default=True, metadata={  # the page is a view of the run: asking for it is the same run
         "fingerprint": False,
         "help": "Write RUN/report.html at the end: the funnel, time and cost, charts and a record browser."})
@@ -105,6 +107,8 @@ def check(opts: PipelineOptions) -> None:
     if text_folder and docs.resolve() in (out.resolve(), *out.resolve().parents):
         raise CurateError(f"--out {out} lies inside DOCS {docs}: a re-run would read its files as documents")
     for stage, stage_opts in stages(opts, opts.llm, out):
+        if getattr(stage_opts, "decontaminate", None):  # the held-out folder: holdout writes it, export then checks it
+            stage_opts = dataclasses.replace(stage_opts, decontaminate=())
         preflight(stage, stage_opts)
 
 
@@ -175,10 +179,13 @@ def stages(opts: PipelineOptions, llm: LLMOptions, out: Path) -> list[tuple[Stag
                                   prompts_dirs=tuple(opts.prompts_dirs))),
     ]
     records = str(filter_.path(out / filter_.name))
+    decontaminate: tuple[str, ...] = ()
     if opts.eval_share > 0:  # documents set aside before mining: no held-out passage becomes a negative
         held = out / holdout.name
+        # and export drops a training query that near-copies a held-out one; its card counts the set
+        decontaminate = (f"{holdout.path(held, 'eval')}:test",)
         steps.append((holdout, holdout.options(inp=records, corpus=corpus, out=str(held), share=opts.eval_share,
-                                               seed=opts.seed)))
+                                               seed=opts.seed if opts.eval_seed is None else opts.eval_seed)))
         records, corpus = str(holdout.path(held)), str(holdout.path(held, "corpus"))
     steps.append((mine, mine.options(out=str(out / mine.name), records=records, corpus=corpus,
                                      teachers=(opts.teacher,) if opts.teacher else (), seed=opts.seed,
@@ -190,7 +197,8 @@ def stages(opts: PipelineOptions, llm: LLMOptions, out: Path) -> list[tuple[Stag
                                                prompts_dirs=tuple(opts.prompts_dirs))))
     last_stage, last_opts = steps[-1]
     steps.append((export, export.options(inputs=(str(last_stage.path(last_opts.out)),), out=str(out / export.name),
-                                         formats=tuple(opts.formats), seed=opts.seed, license=opts.license)))
+                                         formats=tuple(opts.formats), seed=opts.seed, license=opts.license,
+                                         decontaminate=decontaminate)))
     return steps
 
 

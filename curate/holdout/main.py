@@ -6,7 +6,9 @@ queries (``share``, 0.2: Nemotron's recipe holds out a fifth) and writes
 
 * ``eval/``: a BEIR folder, the whole corpus (every passage competes) with the held-out
   documents' filtered queries and their passages as qrels (``test``), which ``curate train``
-  and ``curate eval`` read;
+  and ``curate eval`` read, and which the pipeline's export decontaminates against (a training
+  query that near-copies a held-out one is dropped; the card counts the held-out set). It holds
+  no query when nothing was held out;
 * ``train.jsonl`` and ``corpus.jsonl``: the records and passages left for training. No passage of
   a held-out document is in them, nor a passage of another document that near-duplicates one
   (5-character shingle Jaccard >= ``near_duplicate``: the same paragraph pasted into two files),
@@ -90,8 +92,7 @@ def holdout_stage(opts: HoldoutOptions, run) -> dict[str, Any]:
     atomic_write_jsonl(run.path(CORPUS), ({"_id": e.id, "title": e.title, "text": e.text,
                                            **({"source": e.source} if e.source else {})}
                                           for e in entries if e.id not in barred))
-    if eval_recs:
-        _write_beir(run.path(EVAL), entries, eval_recs)
+    _write_beir(run.path(EVAL), entries, eval_recs)  # written when empty too: export decontaminates against it
     if not (run.dir / REJECTED).exists():
         (run.dir / REJECTED).write_text("", encoding="utf-8")
     return {"records_in": len(records), "documents_with_queries": len(with_queries), "documents_held_out": len(held),
@@ -134,5 +135,6 @@ def present(f: dict[str, Any]) -> FunnelRow:
 
 
 STAGE = Stage("holdout", HoldoutOptions, holdout_stage, reads=("inp", "corpus"),
-              writes={"records": TRAIN, "corpus": CORPUS, "drops": REJECTED}, funnel=funnel, present=present)
+              writes={"records": TRAIN, "corpus": CORPUS, "eval": EVAL, "drops": REJECTED},
+              funnel=funnel, present=present)
 STAGES.register(STAGE.name, STAGE)

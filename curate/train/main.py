@@ -99,7 +99,8 @@ def train_files(run: str | Path) -> list[Path]:
 def eval_sets(opts: TrainOptions) -> list[tuple[str, str]]:
     """(folder, split) of every evaluation: the run's held-out set first, then each --eval."""
     held = Path(opts.run) / HELD_OUT
-    own = [(str(held), "test")] if (held / "corpus.jsonl").is_file() else []
+    queries = held / "queries.jsonl"  # empty when the pipeline held nothing out
+    own = [(str(held), "test")] if queries.is_file() and queries.stat().st_size else []
     return own + [(str(Path(e)), opts.eval_split) for e in opts.eval]
 
 
@@ -151,9 +152,27 @@ def train_stage(opts: TrainOptions, run) -> dict[str, Any]:
     evaluations = [{"data": folder, "split": split, "queries": b["queries"], "docs": b["docs"],
                     "before": b["metrics"], "after": a["metrics"]}
                    for (folder, split), b, a in zip(sets, before, after)]
+    add_to_model_card(run.path(MODEL), evaluations)
     return {"export": str(export_folder(opts.run)), "files": [f.name for f in files], "base": opts.base or
             "all-MiniLM-L6-v2 (bundled)", "model": MODEL, "loss": loss, "training": trained,
             "train_s": round(seconds, 1), "evaluations": evaluations, "light": opts.light}
+
+
+def add_to_model_card(model: Path, evaluations: list[dict[str, Any]]) -> None:
+    """The model's README.md (sentence-transformers' card) ends with the before -> after table, so
+    the model carries its own number wherever it is copied or pushed."""
+    if not evaluations:
+        return
+    head = "| data | queries | " + " | ".join(f"{m} before | {m} after" for m in METRICS) + " |"
+    lines = ["", "## Evaluation by curate train", "",
+             "The base model and this one on the same queries (a run's held-out set holds queries an LLM "
+             "wrote for documents kept out of training).", "", head, "|" + " --- |" * (2 + 2 * len(METRICS))]
+    for e in evaluations:
+        cells = [f"{e['before'][m]:.4f} | {e['after'][m]:.4f}" for m in METRICS]
+        lines.append(f"| {Path(e['data']).as_posix()} ({e['split']}) | {e['queries']} | " + " | ".join(cells) + " |")
+    card = model / "README.md"
+    text = card.read_text(encoding="utf-8") if card.is_file() else ""
+    card.write_text(text.rstrip("\n") + "\n" + "\n".join(lines) + "\n", encoding="utf-8")
 
 
 def funnel(report: dict[str, Any], folder: Path) -> dict[str, Any]:

@@ -479,6 +479,8 @@ def test_decontaminating_against_a_split_keeps_the_shared_corpus(data):
         if by_text.get(r.positive) in cited:  # its positive is an abstract a test claim cites
             assert r.id in dropped
     assert 0 < len(dropped) < len(gen) / 2 and len(rows) == len(gen) - len(dropped)
+    step = next(f for f in report["filters"] if f["step"] == "decontaminate")  # the card counts the set
+    assert (step["eval_queries"], step["eval_documents"]) == (len(test.qrels), len(cited))
     for d in dropped.values():
         assert all(m["eval"].removeprefix("doc:") in cited or m["eval"].startswith("query:") for m in d["matches"])
 

@@ -169,6 +169,11 @@ def test_the_held_out_documents_reach_no_training_row(first):
     qrels = [line.split("\t") for line in (ev / "qrels" / "test.tsv").read_text().splitlines()[1:]]
     assert len({q for q, _, _ in qrels}) == held["eval_queries"] > 0 and {d for _, d, _ in qrels} <= barred
     assert sum(1 for _ in open(ev / "corpus.jsonl")) == len(passages), "every passage competes in the eval"
+    # the export's card counts the held-out set, which export also checked training queries against
+    step = next(f for f in _report(run, "export")["filters"] if f["step"] == "decontaminate")
+    assert step["folder"] == "../holdout/eval:test" and step["eval_queries"] == held["eval_queries"]
+    assert step["eval_documents"] == len({d for _, d, _ in qrels})
+    assert "../holdout/eval:test" in (run / "export" / "README.md").read_text(encoding="utf-8")
 
 
 def test_a_second_run_sends_nothing_and_rewrites_nothing(first):

@@ -9,6 +9,7 @@ from curate.core.records import Negative, Record
 from curate.core.stage import run_stage
 from curate.datasets.beir import load_beir
 from curate.holdout.main import STAGE, HoldoutOptions
+from curate.train.main import TrainOptions, eval_sets
 from tests.helpers import read_jsonl, scifact_pairs
 
 
@@ -62,7 +63,12 @@ def test_a_corpus_too_small_holds_nothing_out(tmp_path):
     opts = HoldoutOptions(inp=str(tmp_path / "in.jsonl"), corpus=str(tmp_path / "corpus.jsonl"),
                           out=str(tmp_path / "h"))
     report, _ = run_stage(STAGE, opts, quiet=True)
-    assert report["documents_held_out"] == 0 and report["eval"] is None and not (tmp_path / "h" / "eval").exists()
+    assert report["documents_held_out"] == 0 and report["eval"] is None
+    # an eval folder with no query: export can decontaminate against it, curate train skips it
+    assert read_jsonl(tmp_path / "h" / "eval" / "queries.jsonl") == []
     assert len(read_jsonl(tmp_path / "h" / "train.jsonl")) == 4
+    (tmp_path / "run" / "holdout").mkdir(parents=True)
+    (tmp_path / "h" / "eval").rename(tmp_path / "run" / "holdout" / "eval")
+    assert eval_sets(TrainOptions(run=str(tmp_path / "run"))) == []
     lines = STAGE.present(STAGE.funnel(report, tmp_path / "h")).lines
     assert "nothing held out: 4 documents with queries, fewer than 5" in lines[0][1]

@@ -102,7 +102,7 @@ def card_languages(counts: dict[str, dict[str, int]], declared: list[str], unlab
     return codes + [c for c in declared if c not in codes] if unlabelled else codes
 
 
-PATH_KEYS = ("path", "inputs", "qrels", "corpus")  # card entries whose strings are file paths
+PATH_KEYS = ("path", "inputs", "qrels", "corpus", "folder")  # card entries whose strings are file paths
 HIDDEN = ("title", "hub")  # card entries the front matter shows, not a section
 
 
