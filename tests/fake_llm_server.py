@@ -61,6 +61,12 @@ above still apply to it: ``malformed`` still sends prose), ``None`` keeps the bu
 can so answer a judge from its own labels, e.g. a relabel verdict looked up in qrels from the
 texts in the prompt.
 
+A server with a capacity: ``FakeLLMServer(capacity=N)`` (``--capacity N`` on the command line)
+works on at most N chat and embeddings requests at once, from arrival to the answer (a ``slowN``
+sleep included); the others wait for a place, in arrival order, so latency grows with the requests
+in flight beyond N, as at a vLLM server whose batch is full. Unset (the default), every request
+is worked on at once.
+
 Every request is recorded (:class:`Req`: time, path, headers, parsed body, marker key,
 action, sequence number within the key) in ``server.requests``.
 """
@@ -479,7 +485,8 @@ class _Handler(BaseHTTPRequestHandler):
             key, actions = find_marker([{"role": "user", "content": t} for t in reversed(texts) if isinstance(t, str)])
             req = self.fake._record("POST", path, dict(self.headers), body, key=key, actions=actions)
             self._req = req
-            self._embeddings(req, body, [t for t in texts if isinstance(t, str)])
+            with self.fake._working():
+                self._embeddings(req, body, [t for t in texts if isinstance(t, str)])
             return
         if path not in ("/v1/chat/completions", "/chat/completions"):
             req = self.fake._record("POST", path, dict(self.headers), body)
@@ -500,7 +507,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         req = self.fake._record("POST", path, dict(self.headers), body, key=key, actions=actions)
         self._req = req
-        self._chat(req, body)
+        with self.fake._working():
+            self._chat(req, body)
 
     def _embeddings(self, req: Req, body: dict, texts: list[str]) -> None:
         action = self._transport(req)
@@ -709,8 +717,11 @@ class FakeLLMServer:
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, timeout_sleep: float = 30.0,
                  models: tuple[str, ...] = ("fake",), healthy: bool = False,
                  responder: Callable[[dict], dict | None] | None = None, embed_dim: int = 8,
-                 owned_by: str = "fake") -> None:
+                 owned_by: str = "fake", capacity: int | None = None) -> None:
         self.host = host
+        # requests worked on at once (None: all); the rest wait for a place (see the module's docstring)
+        self.capacity = capacity
+        self._places = threading.Semaphore(capacity) if capacity else None
         self.embed_dim = embed_dim  # length of the vectors /v1/embeddings answers
         self.owned_by = owned_by  # what /v1/models says owns each model ("vllm": as vLLM says)
         self.healthy = healthy  # True: every chat request is answered 'ok', markers or not
@@ -781,6 +792,10 @@ class FakeLLMServer:
                 req.action = "-"
             self.requests.append(req)
             return req
+
+    def _working(self) -> contextlib.AbstractContextManager:
+        """Hold one of the ``capacity`` places while a request is worked on (waiting for one first)."""
+        return self._places if self._places is not None else contextlib.nullcontext()
 
     def _next_verdict(self, key: str, values: list[str]) -> str:
         with self._lock:
@@ -858,8 +873,10 @@ def main() -> None:  # pragma: no cover - manual use
     ap.add_argument("--port", type=int, default=8000)
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--timeout-sleep", type=float, default=30.0)
+    ap.add_argument("--capacity", type=int, default=None, help="Requests worked on at once; the rest wait.")
     args = ap.parse_args()
-    srv = FakeLLMServer(host=args.host, port=args.port, timeout_sleep=args.timeout_sleep).start()
+    srv = FakeLLMServer(host=args.host, port=args.port, timeout_sleep=args.timeout_sleep,
+                        capacity=args.capacity).start()
     print(f"fake LLM server on {srv.base_url}", flush=True)
     serve_forever(srv)
 

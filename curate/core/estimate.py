@@ -51,6 +51,7 @@ class Estimate:
     # what answers at this pace: model, servers and requests in flight (None: no history kept)
     key: str | None = None
     wave_before: float | None = None  # seconds one wave took when an earlier run measured this key
+    batch: str | None = None  # --batch api / vllm: the requests go out as batches, not waves
 
     @property
     def measurable(self) -> bool:
@@ -67,7 +68,7 @@ class Estimate:
     def worth_saying(self) -> bool:
         """Whether to print the plan: a stage that sends everything at once, with no earlier wave
         time and no price to show, has nothing to say ahead of its answers."""
-        return self.measurable or self.price is not None or self.wave_before is not None
+        return self.measurable or self.price is not None or self.wave_before is not None or self.batch is not None
 
     def announce(self) -> None:
         if self.worth_saying:
@@ -79,7 +80,11 @@ class Estimate:
         line = f"{self.what}: estimate {self.requests:,} requests, ~{self.prompt_tokens:,} prompt tokens, {most}"
         if self.price is not None and self.completion_tokens_max is not None:
             line += f" (up to ~{money(token_cost(self.prompt_tokens + self.completion_tokens_max, self.price))} " \
-                    f"at ${self.price:g}/1k)"
+                    f"at ${self.price:g}/1k{', the batch price' if self.batch else ''})"
+        if self.batch == "api":
+            return line + "; sent as batches, each answered within the provider's 24 h window"
+        if self.batch:
+            return line + "; sent as batches to vLLM's offline runner, which shows its own progress in its log"
         if self.measurable:
             return line + "; time once the first answers are in"
         if self.wave_before is not None:
@@ -170,14 +175,14 @@ class Pace:
 
 
 def plan(what: str, prompts: Sequence[str], requests: int, completion_tokens_max: int | None, in_flight: int,
-         price: float | None, key: str | None = None) -> Estimate:
+         price: float | None, key: str | None = None, batch: str | None = None) -> Estimate:
     """The estimate of ``requests`` requests, ``in_flight`` at once, answered with at most
     ``completion_tokens_max`` tokens in all; ``prompts``: some of their prompts' texts
     (``sample``), whose mean length stands for every prompt's; ``key``: the server's pace
     history to read and to write."""
     mean_chars = sum(map(len, prompts)) / len(prompts) if prompts else 0.0
     return Estimate(what, requests, round(mean_chars * requests / CHARS_PER_TOKEN), completion_tokens_max,
-                    max(1, in_flight), price, key=key, wave_before=earlier_wave(key) if key else None)
+                    max(1, in_flight), price, key=key, wave_before=earlier_wave(key) if key else None, batch=batch)
 
 
 def _pace_path():

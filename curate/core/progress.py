@@ -34,6 +34,7 @@ class RunStats:
     ended: float | None = None  # set when the work ended before the run did (a family of a shared queue)
     extra: dict[str, Any] = field(default_factory=dict)
     price: float | None = None  # of 1,000 tokens (--price-per-1k-tokens): the run's cost is reported with it
+    in_flight: Any = None  # () -> requests the servers take at once now (the client's adaptive limit), for the bar
 
     def add(self, ok: bool, prompt_tokens: int = 0, completion_tokens: int = 0, reason: str | None = None,
             cached: bool = False) -> None:
@@ -91,7 +92,8 @@ class _RateColumn(ProgressColumn):
         if s is None:
             return Text("")
         t = max(s.elapsed, 1e-6)
-        return Text(f"{s.ok / t:.2f} rec/s  {s.completion_tokens / t:.0f} tok/s  failed {s.failed}")
+        flight = f"  in flight {s.in_flight()}" if s.in_flight is not None else ""
+        return Text(f"{s.ok / t:.2f} rec/s  {s.completion_tokens / t:.0f} tok/s  failed {s.failed}{flight}")
 
 
 def progress_bar(stats: RunStats | None, description: str) -> Progress:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from curate.core.jsonl import atomic_write_jsonl, read_jsonl, trim_partial_tail
+from curate.llm.batch import PENDING, BatchPlan
 from curate.llm.client import LLMClient, derive_seed
 from curate.llm.task import LLMTask, Result
 from curate.core.progress import RunStats
@@ -213,6 +214,7 @@ class Asking:
     prompt_dirs: tuple[str, ...] = ()
     max_chars: int | None = None
     copy_retries: int = 0
+    batch: BatchPlan | None = None  # --batch: asked in batches (curate.llm.batch), else online
 
 
 async def ask_item(spec: TaskSpec, task: LLMTask[Example], item: Item, client: LLMClient, asking: Asking,
@@ -265,6 +267,8 @@ async def _unless_copied(task: LLMTask, client: LLMClient, variables: dict[str, 
         return first, None
     for k in range(1, retries + 1):
         again = await task.run(client, variables, derive_seed(item.seed, "copy", k), fresh=fresh)
+        if again.answer.reason == PENDING:  # a batch run: the item waits for the next batch
+            return again, None
         answers.append((again, share(again)))
         if again.ok and not is_copy(answers[-1][1]):
             break

@@ -23,7 +23,7 @@ from curate.generate.queue import Asking, QueueWork, Sink, plan_queue, requests_
 from curate.generate.shards import merge_parts, run_sharded
 from curate.llm.taskspec import TaskSpec
 
-__all__ = ["Asking", "Family", "interleave", "prepare", "run_families"]
+__all__ = ["Asking", "Family", "in_batches", "interleave", "prepare", "run_families"]
 
 
 @dataclass
@@ -75,12 +75,15 @@ async def run_families(families: Sequence[Family], client: Any, out_dir: Path, a
     timings = timings if timings is not None else {}
     for f in families:
         f.stats.extra.setdefault("cache_hits", 0)
+        if asking.batch is None:  # the bar shows how many the client sends at once (a plugin backend may not say)
+            f.stats.in_flight = getattr(client, "in_flight_limit", None)
         if not f.todo:
             f.stats.ended = time.perf_counter()
 
     estimate = plan_queue(queue, specs, asking, client, families[0].stats.price) if queue else None
     pace = Pace(estimate) if estimate is not None else None
-    sharded = executor is not None and executor.shards > 1 and len(queue) > 1
+    # a batch run asks from here: its requests go out as one file, whatever the client processes
+    sharded = executor is not None and executor.shards > 1 and len(queue) > 1 and asking.batch is None
 
     def advance(k: int, n: int = 1) -> None:  # n more of family k's items finished
         if sharded and pace is not None:  # the shards' answers, timed here as they are reported
@@ -101,8 +104,13 @@ async def run_families(families: Sequence[Family], client: Any, out_dir: Path, a
     else:
         tallies = [[0, 0] for _ in families]
         sent_before = client.requests_sent
-        await run_queue(work, client, Sink(out_dir / GENERATED, out_dir / FAILED, [f.stats for f in families], tallies),
-                        advance, pace)
+        sink = Sink(out_dir / GENERATED, out_dir / FAILED, [f.stats for f in families], tallies)
+        if asking.batch is None:
+            await run_queue(work, client, sink, advance, pace)
+        else:
+            batches = await in_batches(families, work, client, sink, advance, out_dir)
+            for f in families:
+                f.stats.extra["batches"] = batches
         answered = [f.stats.ok + f.stats.failed for f in families]  # this run's answers
         for f, n, (_, hits) in zip(families, requests_by_family(tallies, client.requests_sent - sent_before, answered),
                                    tallies):
@@ -113,3 +121,34 @@ async def run_families(families: Sequence[Family], client: Any, out_dir: Path, a
     timings["queue_s"] = time.perf_counter() - started - timings.get("shards_start_s", 0.0)
     for f in families if estimate is not None else ():  # each family its share, so they add up to the queue's
         f.stats.extra["estimate"] = estimate.as_dict(len(f.todo))
+
+
+async def in_batches(families: Sequence[Family], work: QueueWork, client: Any, sink: Sink, advance,
+                     out_dir: Path) -> dict[str, Any]:
+    """The queue asked in batches (``--batch``, ``curate.llm.batch``): a pass over the items still
+    to do collects the requests with no answer yet, one batch answers them, and the next pass
+    writes the records; the batches' files and ids live in ``OUT/batch``."""
+    from dataclasses import replace
+
+    from curate.core.progress import note
+    from curate.llm.batch import batch_rounds, runner_for
+
+    asking = work.asking
+
+    resumed = [f.stats.resumed for f in families]  # done before this run (a pass's prepare counts its own)
+
+    async def one_pass(collector) -> None:
+        prepare(families, out_dir, False)  # what the last pass wrote is done
+        for f, n in zip(families, resumed):
+            f.stats.resumed = n
+        client.batch = collector
+        try:
+            await run_queue(replace(work, entries=interleave(families)), client, sink, advance)
+        finally:
+            client.batch = None
+
+    runner = runner_for(asking.batch, client.cfg, note)
+    # an item takes a batch for its first ask, one for each re-ask and each copy retry, and one
+    # more for a line its batch failed or left unanswered (expired)
+    rounds = 2 + client.cfg.max_reasks + asking.copy_retries
+    return await batch_rounds(out_dir / "batch", one_pass, runner, rounds, note)

@@ -63,6 +63,7 @@ async def run_queue(work: QueueWork, client: Any, sink: Sink, on_done: Callable[
     (``curate.core.estimate``)."""
     from curate.core.asyncrun import bounded
     from curate.core.jsonl import JsonlAppender
+    from curate.llm.batch import PENDING
     from curate.llm.client import TALLY
 
     specs, asking = work.specs, work.asking
@@ -77,6 +78,8 @@ async def run_queue(work: QueueWork, client: Any, sink: Sink, on_done: Callable[
     with JsonlAppender(sink.records) as good, JsonlAppender(sink.failures) as bad:
         async for (k, item), (result, meta) in bounded(work.entries, ask, limit):
             spec, s, answer = specs[k], sink.stats[k], result.answer
+            if answer.reason == PENDING:  # a batch run's pass: the next batch answers it, the next pass writes it
+                continue
             s.add(result.ok, answer.prompt_tokens, answer.completion_tokens, result.reason, answer.cached)
             if pace is not None:
                 pace.answered(1, answer.prompt_tokens + answer.completion_tokens)
@@ -114,7 +117,8 @@ def plan_queue(queue: Sequence[tuple[int, Item]], specs: Sequence[TaskSpec], ask
     cfg = client.cfg  # the servers' pace is kept by model, servers and slots, hashed (a URL may hold a secret)
     hosts = [re.sub(r"^(\w+://(127\.0\.0\.1|localhost)):\d+", r"\1", u) for u in cfg.base_urls]  # a local port changes
     key = value_digest(["generate", cfg.model, hosts, in_flight(client)])
-    return plan("generate", prompts, len(queue), completion, in_flight(client), price, key=key)
+    return plan("generate", prompts, len(queue), completion, in_flight(client), price, key=key,
+                batch=asking.batch.mode if asking.batch else None)
 
 
 def requests_by_family(tallies: Sequence[list[int]], sent: int, answered: Sequence[int]) -> list[int]:

