@@ -102,9 +102,6 @@ def check(opts: PipelineOptions) -> None:
     """Every stage's options, checked by the stage itself, before the first one starts."""
     if opts.n < 1:
         raise CurateError(f"-n must be at least 1, got {opts.n}")
-    if opts.relabel and opts.llm.batch:
-        raise CurateError(f"--batch {opts.llm.batch} with --relabel: relabel's judge asks online (only generate "
-                          "sends batches so far); drop one of them")
     out, docs = Path(opts.out), Path(opts.docs)
     text_folder = docs.is_dir() and not (docs / "corpus.jsonl").is_file()
     if text_folder and docs.resolve() in (out.resolve(), *out.resolve().parents):

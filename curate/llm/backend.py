@@ -113,11 +113,14 @@ def llm_backend(opts: LLMOptions, out_dir: Path) -> Iterator[tuple[ClientConfig,
 @asynccontextmanager
 async def llm_client(opts: LLMOptions, out_dir: Path) -> AsyncIterator[LLMClient]:
     """An open client on the chosen backend, closed (and the embedded server stopped) on exit."""
-    if opts.batch:  # the judges (filter, relabel) ask record by record, online
-        raise CurateError(f"--batch {opts.batch}: only generate sends its requests in batches so far; "
-                          "run filter and relabel without --batch")
+    from curate.llm.batch import BatchPlan
+
     with llm_backend(opts, out_dir) as (cfg, cache):
         client = open_backend(cfg, cache)
+        # the judges' --batch (curate.filter.steps.judges.CallLog): its files beside the request cache,
+        # which outlives a killed run's staging folder, so the next run polls the same batch
+        client.batch_plan = BatchPlan.of(opts)
+        client.batch_home = (cache.path.parent if cache.path else Path(out_dir) / ".cache") / "batch"
         try:
             yield client
         finally:

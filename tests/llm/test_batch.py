@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.fake_batch_server import fake_batch_server
 from tests.fake_llm_server import fake_llm_server
 from tests.generate.test_from_pairs import _env
@@ -106,24 +108,58 @@ def test_a_failed_line_and_an_expired_batch_are_asked_again_in_follow_up_batches
     assert len(records) == N and len({r["id"] for r in records}) == N and not read_jsonl(out / "failed.jsonl")
 
 
-def test_batch_needs_a_server_for_api_and_generate_alone_sends_batches(tmp_path):
+def test_batch_api_needs_a_server(tmp_path):
     docs = _docs(tmp_path / "docs")
     proc = run_curate("generate", "--from-corpus", str(docs), "--out", str(tmp_path / "o"), "--batch", "api",
                       env=_env(tmp_path / "h"))
     assert proc.returncode != 0 and "--batch api sends the requests to a server's batches endpoint" in proc.stderr
-    assert "Traceback" not in proc.stderr
-    records = tmp_path / "r.jsonl"
-    records.write_text(json.dumps({"id": "a", "task_type": "short-long", "task": "t", "query": "what is q",
-                                   "positive": "q is a letter", "negatives": []}) + "\n")
-    recipe = tmp_path / "judge.yaml"
-    recipe.write_text("name: judge-only\nsteps:\n  - judge_answerable: {on_error: keep}\n")
-    proc = run_curate("filter", "--in", str(records), "--out", str(tmp_path / "f"), "--recipe", str(recipe),
-                      "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--batch", "api", env=_env(tmp_path / "h"))
-    assert proc.returncode != 0 and "only generate sends its requests in batches" in proc.stderr
-    proc = run_curate("pipeline", str(docs), "--out", str(tmp_path / "p"), "--relabel", "--batch", "api",
-                      "--base-url", "http://127.0.0.1:9/v1", "--model", "m", env=_env(tmp_path / "h"))
-    assert proc.returncode != 0 and "with --relabel: relabel's judge asks online" in proc.stderr
-    assert not (tmp_path / "p" / "generate").exists(), "refused before any stage started"
+    assert "Traceback" not in proc.stderr and not (tmp_path / "o" / "generated.jsonl").exists()
+
+
+def _judged(tmp_path: Path) -> Path:
+    """Five records with two negatives each, for a judge and for relabel."""
+    topics = ["tides", "qubits", "aspirin", "glaciers", "bees"]
+    path = tmp_path / "records.jsonl"
+    path.write_text("".join(json.dumps({
+        "id": f"r{i}", "task_type": "short-long", "task": "Given a question, retrieve passages that answer it",
+        "query": f"what do we know about {t}", "positive": f"A passage that explains {t} in some detail.",
+        "negatives": [{"text": f"An unrelated passage number {k} about cooking {t}."} for k in (1, 2)]}) + "\n"
+        for i, t in enumerate(topics)), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("recipe", ["judge", "relabel"])
+def test_the_judges_of_filter_and_relabel_ask_in_one_batch_and_decide_as_online(tmp_path, recipe):
+    records = _judged(tmp_path)
+    if recipe == "judge":
+        recipe = tmp_path / "judge.yaml"
+        recipe.write_text("name: judge-only\nsteps:\n  - judge_answerable: {on_error: keep}\n")
+    args = ["filter", "--in", str(records), "--recipe", str(recipe), "--model", "m", "--max-retries", "0"]
+    with fake_llm_server() as chat:
+        online = run_curate(*args, "--out", str(tmp_path / "online"), "--base-url", chat.base_url,
+                            env=_env(tmp_path / "h"))
+        assert online.returncode == 0, online.stderr
+        asked = len(chat.chat_requests)
+        with fake_batch_server(chat) as srv:
+            out = tmp_path / "batch"
+            proc = run_curate(*args, "--out", str(out), "--base-url", srv.base_url, "--batch", "api",
+                              "--batch-poll", "0.05", env=_env(tmp_path / "h"))
+            assert proc.returncode == 0, proc.stderr
+            assert srv.created == 1 and len(chat.chat_requests) == 2 * asked, "every call once, in one batch"
+
+    def decided(folder):  # what each record became: kept (with its negatives and verdicts) or dropped and why
+        kept = [(r["id"], [n["text"] for n in r["negatives"]], len(r.get("positives") or []),
+                 json.dumps(r.get("scores", {}).get("judges"), sort_keys=True))
+                for r in read_jsonl(folder / "filtered.jsonl")]
+        return kept + sorted((d["id"], d["reason"]) for d in read_jsonl(folder / "rejected.jsonl"))
+
+    assert decided(out) == decided(tmp_path / "online") and decided(out)
+    state = json.loads((out / ".cache" / "batch" / recipe_step(recipe) / "state.json").read_text())["rounds"]
+    assert [r["status"] for r in state] == ["completed"] and state[0]["count"] == asked
+
+
+def recipe_step(recipe) -> str:
+    return "relabel" if str(recipe) == "relabel" else "judge_answerable"
 
 
 def test_a_batch_created_by_a_run_killed_before_it_saved_the_id_is_found_not_created_again(tmp_path):

@@ -55,6 +55,7 @@ from curate.core.errors import CurateError
 from curate.core.estimate import Estimate, Pace, most_tokens, plan, prompt_text, sample
 from curate.core.params import schema_from_defaults
 from curate.filter.base import keep_negatives, merge_params, FilterContext, register
+from curate.llm.batch import PENDING
 from curate.llm.client import derive_seed
 from curate.llm.redact import safe_url
 from curate.llm.task import LLMTask
@@ -219,6 +220,8 @@ class CallLog:
         if self.pace is not None:
             self.pace.answered(len(verdicts), sum(v.prompt_tokens + v.completion_tokens for v in verdicts))
         for judge, client, v in zip(judges, clients, verdicts):
+            if v.error == PENDING:  # a batch run's pass: its batch answers it, the next pass counts it
+                continue
             server = server_name(client, judge)
             self.calls[server] += 1
             self.tokens.update(prompt=v.prompt_tokens, completion=v.completion_tokens)
@@ -235,16 +238,44 @@ class CallLog:
             elif self.failed[server] == self.calls[server] >= EARLY_CALLS:
                 self.stop = self._broken(server)
 
-    async def collect(self, targets: list, work, concurrency: int) -> dict:
+    async def collect(self, targets: list, work, concurrency: int, clients: list = ()) -> dict:
         """``work(target)`` for every target, ``concurrency`` at once, by target: the one loop every
-        judging step runs, so each stops at the first stop found and checks the share at the end."""
+        judging step runs, so each stops at the first stop found and checks the share at the end.
+        With ``--batch`` (the ``clients``' plan), the loop is a batch run's pass (``curate.llm.batch``):
+        repeated until every call has its answer, the last pass's results and counts are the step's."""
+        plan = _batch_plan(self.step, clients)
+        if plan is None:
+            return await self._collect(targets, work, concurrency)
+        from curate.core.progress import note
+        from curate.llm.batch import batch_rounds, runner_for
+
+        client, home = plan
+        results: dict = {}
+        if self.pace is not None:  # said once, before the first batch (the passes time nothing)
+            self.pace.estimate.batch = client.batch_plan.mode
+            self.pace.estimate.announce()
+
+        async def one_pass(collector) -> None:
+            self.calls, self.failed, self.tokens = Counter(), Counter(), Counter()  # the last pass's count
+            client.batch = collector
+            try:
+                results.clear()
+                results.update(await self._collect(targets, work, concurrency, bar=False))
+            finally:
+                client.batch = None
+
+        runner = runner_for(client.batch_plan, client.cfg, note)
+        await batch_rounds(home / self.step, one_pass, runner, 2 + client.cfg.max_reasks, note)
+        return results
+
+    async def _collect(self, targets: list, work, concurrency: int, bar: bool = True) -> dict:
         from curate.core.progress import track
 
-        if self.pace is not None:
+        if self.pace is not None and bar:
             self.pace.estimate.announce()
             self.pace.begin()
         results = {}
-        with track(len(targets) if len(targets) > concurrency else 0, self.step) as advance:  # one wave: no bar
+        with track(len(targets) if bar and len(targets) > concurrency else 0, self.step) as advance:  # one wave: no bar
             async for target, result in bounded(targets, work, concurrency):
                 self.check(done=False)
                 results[target] = result
@@ -279,6 +310,17 @@ class CallLog:
                 "first_errors": list(dict.fromkeys(self.first_error.values())), "tokens": tokens,
                 **({"cost": token_cost(sum(tokens.values()), self.price)} if self.price is not None else {}),
                 **({"estimate": self.pace.estimate.as_dict()} if self.pace is not None else {})}
+
+
+def _batch_plan(step: str, clients: list) -> tuple[Any, Any] | None:
+    """(the client, its batch folder) when the step's judges ask in batches (``--batch``), else None."""
+    planned = [c for c in clients if getattr(c, "batch_plan", None) is not None]
+    if not planned:
+        return None
+    if len({id(c) for c in clients}) > 1:
+        raise CurateError(f"{step}: --batch sends one server's requests as a batch; this step's judges ask "
+                          "several servers (their own base_url): give them one, or run without --batch")
+    return planned[0], planned[0].batch_home
 
 
 def judging_plan(step: str, task: LLMTask[Verdict], judges: list[Judge], asked: list[tuple[Record, str, Any]],
@@ -421,7 +463,7 @@ async def _judge_positives(step: str, ctx: FilterContext, records: list[Record],
             return await ask_judges(log, judges, clients, task, rec, rec.positive,
                                     lambda judge: derive_seed(p["seed"], step, rec.id, judge.name))
 
-        results = await log.collect(targets, work, p["concurrency"])
+        results = await log.collect(targets, work, p["concurrency"], clients)
     ctx.note(**log.note())
     return results
 
@@ -589,7 +631,7 @@ async def judge_answerable(records: list[Record], params: dict[str, Any], ctx: F
             judged = iter(negs)  # aligned with every negative again: None where it was not read
             return pos, [next(judged) if _judged_negative(n, k, levels) else None for k, n in enumerate(rec.negatives)]
 
-        results = await log.collect(targets, work, p["concurrency"])
+        results = await log.collect(targets, work, p["concurrency"], clients)
     ctx.note(**log.note())
 
     def named(verdicts: list[Verdict]) -> dict[str, str]:

@@ -53,6 +53,7 @@ from curate.filter.base import FilterContext, register
 from curate.filter.steps.judges import (COMMON_DEFAULTS, CallLog, Judge, Verdict, _failed, _merge, _named,
                                         ask_judges, judging_plan, open_clients, parse_judges, short_error,
                                         verdict_task)
+from curate.llm.batch import PENDING
 from curate.llm.client import derive_seed
 
 STEP = "relabel"
@@ -239,8 +240,8 @@ async def _decide(ctx: FilterContext, records: list[Record], todo: dict[int, lis
             rec, ks = records[i], todo[i]
             answers = await asyncio.gather(*(verdicts(rec, k, judges, clients[:len(judges)], 1) for k in ks))
             decisions = [first_tier(judges, vs, k) for k, vs in zip(ks, answers)]
-            if cascade is None:
-                return decisions
+            if cascade is None or any(v.error == PENDING for vs in answers for v in vs):
+                return decisions  # (a batch run's pass: the cascade waits for the first tier's answers)
             again = [d for d in decisions if d.verdict in ("unsure", UNJUDGED)]
             answers = await asyncio.gather(*(verdicts(rec, d.index, [cascade], clients[len(judges):], 2)
                                              for d in again))
@@ -253,7 +254,7 @@ async def _decide(ctx: FilterContext, records: list[Record], todo: dict[int, lis
                     d.errors[cascade.name] = short_error(v.error)
             return decisions
 
-        return await log.collect(list(todo), work, p["concurrency"])
+        return await log.collect(list(todo), work, p["concurrency"], clients)
 
 
 def qrels_report(records: list[Record], decided: dict[int, list[Decision]], qrels: dict[str, dict[str, int]],
