@@ -99,7 +99,8 @@ def llm_backend(opts: LLMOptions, out_dir: Path) -> Iterator[tuple[ClientConfig,
             base_urls = [server.start()]
             model, concurrency = server.model_name, opts.concurrency or opts.parallel
         cfg = ClientConfig(
-            base_urls=base_urls, model=model, api_key=api_key, concurrency=concurrency,
+            # the embedded server's slots are known (we started it): as many in flight as it has, no guessing
+            base_urls=base_urls, model=model, api_key=api_key, concurrency=concurrency, adaptive=server is None,
             timeout=opts.timeout, max_retries=opts.max_retries, max_reasks=opts.max_reasks,
             backoff_base=opts.backoff_base,
         )

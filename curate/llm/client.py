@@ -48,6 +48,7 @@ class ClientConfig:
     model: str
     api_key: str | None = None
     concurrency: int = 256  # per base URL: enough to keep a vLLM server's batch full
+    adaptive: bool = True  # below ``concurrency``, follow each server's latency; False: a server of known slots
     timeout: float = 600.0
     max_retries: int = 6  # transport retries per request
     max_reasks: int = 2  # new asks after a content fault
@@ -79,7 +80,7 @@ class _Endpoint:
         self.inflight = 0
         self.cooldown_until = 0.0  # after a transport fault, other servers are preferred until then
         # requests in flight adapt to the server's latency, up to cfg.concurrency (curate.llm.limiter)
-        self.limiter = AdaptiveLimit(cfg.concurrency)
+        self.limiter = AdaptiveLimit(cfg.concurrency, floor=1 if cfg.adaptive else cfg.concurrency)
         # the query goes with every request, after the path the SDK joins to the base URL (given
         # whole, ``/v1?key=K`` became ``/v1/?key=Kchat/completions``)
         base, query = split_query(base_url)

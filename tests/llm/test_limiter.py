@@ -272,3 +272,19 @@ def test_the_limit_reaches_the_ceiling_at_a_fast_server_and_sums_over_servers():
         answers, limit = asyncio.run(run([a.base_url, b.base_url]))
         assert all(x.ok for x in answers) and limit == 8
         assert a.max_inflight() <= 8
+
+
+def test_a_server_of_known_slots_gets_them_all_from_the_first_request():
+    """The embedded server is started with its slots (``--parallel``): the client sends that many at
+    once from the start and keeps them, however its latency moves (``adaptive=False``)."""
+    async def run(url: str):
+        client = LLMClient(ClientConfig(base_urls=[url], model="fake", api_key="k", concurrency=4, adaptive=False))
+        first = client.in_flight_limit()
+        answers = await _ask(client, "FAULTS[slow0.05]", 24, "known")
+        limit = client.in_flight_limit()
+        await client.close()
+        return first, answers, limit
+
+    with fake_llm_server(capacity=2) as srv:  # a server that queues: an adaptive client would cut back
+        first, answers, limit = asyncio.run(run(srv.base_url))
+    assert first == limit == 4 and all(a.ok for a in answers)
