@@ -177,9 +177,9 @@ def api_runner(base_url: str, api_key: str | None, poll_s: float, note: Callable
             line = (f"batch {record['round']} ({batch.id}): {batch.status}"
                     + (f", {counts.completed + counts.failed} of {counts.total} answered" if counts else "")
                     + f", {time.monotonic() - started:.0f} s")
-            if line.split(",")[0] != last:
+            if batch.status != last:  # a line as the state changes, not every poll
                 note(line)
-                last = line.split(",")[0]
+                last = batch.status
             if batch.status in DONE:
                 break
             await asyncio.sleep(poll_s)
