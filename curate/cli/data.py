@@ -33,12 +33,18 @@ def list_command() -> None:
 @click.option("--sha256", default=None, help="The SHA-256 of the zip at --url (required with it).")
 def get_command(names: tuple[str, ...], data_dir: str, url: str | None, sha256: str | None) -> None:
     """Download NAMES (see `curate data list`) into DIR/NAME; a second run resumes a broken
-    download, and a zip placed by hand at DIR/NAME.zip is checked and unpacked without network."""
+    download, and a zip placed by hand at DIR/NAME.zip is checked and unpacked without network.
+
+    NAME is a folder name, never a path. A DIR/NAME that curate did not make is never replaced,
+    nor one holding another zip's collection. Credentials in --url (user:password@, a signed
+    query) are sent but shown and recorded as ***. One unpacked file may be at most 64 GiB
+    ($CURATE_DATA_MAX_MEMBER, in bytes, sets another limit)."""
     from curate.core.errors import CurateError
     from curate.datasets.fetch import collection, get
 
     if url is not None and len(names) > 1:
         raise CurateError("--url names one zip: give one NAME with it")
-    for name in names:
-        folder, how = get(collection(name, url, sha256), Path(data_dir))
-        click.echo(f"{name}: {how} -> {folder}")
+    wanted = [collection(name, url, sha256) for name in names]  # every NAME checked before any is fetched
+    for c in wanted:
+        folder, how = get(c, Path(data_dir))
+        click.echo(f"{c.name}: {how} -> {folder}")
