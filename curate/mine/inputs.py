@@ -16,7 +16,11 @@ Four sources, one shape (``MineInput``: ``MineItem`` per query over one ``Corpus
 
 The corpus is deduplicated by exact text, as sentence-transformers' ``mine_hard_negatives``
 does: two documents with the same text are one candidate (mined at most once, and never
-mined when either is a positive).  Positives missing from the corpus are added to it, and
+mined when either is a positive).  A document with no text (blank or whitespace only, as in
+several classic IR collections) is left out of the pool altogether and counted: it can be
+nobody's negative or positive, and inside the pool it would still take a rank in every
+query's list and a place in BM25's statistics, so a corpus with and without it would mine
+differently.  Positives missing from the corpus are added to it, and
 without a corpus the positives themselves are the pool.  ``finalize`` works out what each
 query may never be given: the positives of every item with the same query text, any
 document whose text is the query itself (it would compete with itself), and, for records,
@@ -52,6 +56,7 @@ class Corpus:
         self.titles: dict[int, str] = {}  # text index -> its document's title, where it has one
         self.added = 0  # texts added because a positive was not in the corpus file
         self.duplicates = 0  # corpus lines whose text an earlier line already had
+        self.blank_ids: set[str] = set()  # ids of corpus lines with no text, left out of the pool
 
     @classmethod
     def from_file(cls, path: str | Path | None) -> Corpus:
@@ -61,7 +66,12 @@ class Corpus:
                 corpus.add(e.joined(), e.id, title=e.title)
         return corpus
 
-    def add(self, text: str, doc_id: str | None = None, positive: bool = False, title: str = "") -> int:
+    def add(self, text: str, doc_id: str | None = None, positive: bool = False, title: str = "") -> int | None:
+        """The text's index in the pool; ``None`` for a text with nothing in it (never in the pool)."""
+        if not text.strip():
+            if doc_id is not None:
+                self.blank_ids.add(doc_id)
+            return None
         idx = self._by_text.get(text)
         if idx is None:
             idx = len(self.texts)
@@ -132,10 +142,11 @@ def finalize(inp: MineInput) -> MineInput:
     by_query: dict[str, set[int]] = {}
     for it in inp.items:
         by_query.setdefault(it.query, set()).update(it.positives)
-    blank = {j for j, t in enumerate(inp.corpus.texts) if not t.strip()}  # never a negative: no text
     siblings = _passages_by_document(inp.corpus)
     for it in inp.items:
-        ex = set(by_query[it.query]) | blank
+        ex = set(by_query[it.query])
+        # only real positives (the same query text's): an excluded document is no positive, and one
+        # taken for a positive would anchor the thresholds at its score
         it.also_positive = sorted(ex - set(it.positives))
         self_doc = inp.corpus.find_text(it.query)
         if self_doc is not None:
@@ -198,7 +209,7 @@ def load_beir_input(folder: str | Path, split: str = "train", qrels_path: str | 
             if rel < min_relevance:
                 continue
             idx = corpus.find_id(doc_id)
-            if not corpus.texts[idx].strip():
+            if idx is None:  # the reader kept only known ids: this one's text is blank
                 inp.skip("positive text is empty (positive dropped)")
             elif idx not in positives:
                 positives.append(idx)
@@ -270,7 +281,7 @@ def _group_pairs(rows: Iterable[tuple[str, Any]], corpus: Corpus, inp: MineInput
             inp.items.append(item)
         for p in pos:
             idx = corpus.add(p, positive=True)
-            if idx not in item.positives:
+            if idx is not None and idx not in item.positives:
                 item.positives.append(idx)
         item.top_tied = len(item.positives)  # pairs carry no grades: every positive ties
 
@@ -358,7 +369,7 @@ def load_records_input(in_path: str | Path, corpus_path: str | Path | None = Non
         positives: list[int] = []
         for p in rec.all_positives():
             idx = corpus.add(p.text, positive=True)
-            if idx not in positives:
+            if idx is not None and idx not in positives:
                 positives.append(idx)
         qid = rec.meta.get("query_id") if isinstance(rec.meta, dict) else None
         inp.items.append(MineItem(key=rec.id, query=rec.query, positives=positives, record_id=rec.id,

@@ -126,8 +126,10 @@ def _hybrid(inp: MineInput, items: list[MineItem], qvecs, dvecs, results: list[M
     (``curate.negatives.hybrid``), in place; the picks and their order stay the teacher's."""
     from curate.negatives.hybrid import hybrid_scores
 
+    selves = [inp.corpus.find_text(it.query) for it in items]
     hybrid = hybrid_scores(inp.corpus.texts, [it.query for it in items], qvecs, dvecs,
-                           [list(it.positives) + list(it.also_positive) for it in items], [r.docs for r in results])
+                           [list(it.positives) + list(it.also_positive) for it in items], [r.docs for r in results],
+                           left_out=[[] if j is None else [j] for j in selves])
     for it, res, pos, picked in zip(items, results, hybrid.positives, hybrid.picked):
         res.scores = picked
         res.positive_scores = pos[:len(it.positives)]
@@ -250,6 +252,7 @@ def _mine(opts: MineOptions, cfg: MineConfig, run, teachers, rescorer) -> dict[s
     min_negs = opts.min_negatives if opts.min_negatives is not None else (0 if opts.records else 1)
     out_records, all_picks, short_reasons = [], [], []
     lowest_pos, neg_scores, gaps = [], [], []
+    first_ranks, pos_ranks, kept_ranks = [], [], []  # where the kept negatives sit (rep.negative_ranks)
     rejected: dict[str, int] = {}
     gated = 0
     for item, mined_by in zip(items, per_item):
@@ -277,6 +280,10 @@ def _mine(opts: MineOptions, cfg: MineConfig, run, teachers, rescorer) -> dict[s
                        positive_top=opts.positive_top)
         elif len(picks) >= min_negs:
             out_records.append(_record(item, picks, mined_by, inp, cfg, opts, models, scorer_name))
+            if picks:
+                first_ranks.append(min(p.rank for p in picks))
+                pos_ranks.append(first.positive_rank)
+                kept_ranks.extend(p.rank for p in picks)
         else:
             run.reject(item.record_id, "too-few-negatives", query=item.query, negatives=len(picks),
                        min_negatives=min_negs, why=short_reasons[-1])
@@ -286,7 +293,7 @@ def _mine(opts: MineOptions, cfg: MineConfig, run, teachers, rescorer) -> dict[s
         "input": inp.source,
         "skipped_input": inp.skipped,
         "corpus": {"documents": len(inp.corpus), "duplicate_texts_merged": inp.corpus.duplicates,
-                   "positives_added": inp.corpus.added},
+                   "positives_added": inp.corpus.added, "blank_documents_left_out": len(inp.corpus.blank_ids)},
         "method": {"name": cfg.method.name, **cfg.method.params()},
         "k": cfg.k,
         "sampling": {"strategy": cfg.sample, **({"pool": cfg.pool, "temperature": cfg.temperature,
@@ -305,6 +312,9 @@ def _mine(opts: MineOptions, cfg: MineConfig, run, teachers, rescorer) -> dict[s
                           "positive_rank": rep.rank_summary([m[min(m)].positive_rank for m in per_item])},
         "rejected_candidates": rejected,
         "scores": rep.score_summary(lowest_pos, neg_scores, gaps),
+        "negative_ranks": rep.negative_ranks(
+            first_ranks, pos_ranks, kept_ranks, max(cfg.depth, cfg.method.last_useful_rank() or 0),
+            max((r.get("max_depth_searched", 0) for r in teacher_rows), default=0), len(inp.corpus)),
     }
     if check_qrels is not None:
         report["false_negatives"] = rep.false_negative_rate(items, all_picks, inp.corpus, check_qrels,
@@ -327,6 +337,13 @@ def summary(report: dict[str, Any], out: Path) -> list[str]:
                   f"{report['queries_short']} with fewer than {report['k']}")
     for reason, n in report["short_reasons"].items():
         lines.append(f"  short: {reason}: {n}")
+    for line in (rep.rank_line(report.get("negative_ranks") or {}),
+                 rep.far_below_warning(report.get("negative_ranks") or {})):
+        if line:
+            lines.append(line)
+    blank = (report.get("corpus") or {}).get("blank_documents_left_out")
+    if blank:
+        lines.append(f"  {blank} corpus document{'s' if blank != 1 else ''} with no text left out of the pool")
     gate = report["positive_gate"]
     if gate["queries_dropped"]:
         lines.append(f"  dropped {gate['queries_dropped']}: positive ranked below {gate['positive_top']} by the teacher")
@@ -340,6 +357,20 @@ def summary(report: dict[str, Any], out: Path) -> list[str]:
     extra = ", rejected.jsonl" if "rejected" in report["outputs"] else ""
     lines.append(f"wrote {out / MINED}, {REPORT}{extra} and run.json in {report['wall_seconds']:.1f}s")
     return lines
+
+
+def details(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """The report page's rows: where the kept negatives sit in the teacher's ranking, and the
+    warning the terminal gives when most of them are far below their positive."""
+    ranks = report.get("negative_ranks") or {}
+    rows = [("negatives' ranks", rep.rank_line(ranks) or "no negatives kept")]
+    warning = rep.far_below_warning(ranks)
+    if warning:
+        rows.append(("warning", warning.removeprefix("warning: ")))
+    blank = (report.get("corpus") or {}).get("blank_documents_left_out")
+    if blank:
+        rows.append(("blank documents", f"{blank} left out of the pool"))
+    return rows
 
 
 def funnel(report: dict[str, Any], folder: Path) -> dict[str, Any]:
@@ -374,5 +405,5 @@ def provenance(rep: dict[str, Any]) -> dict[str, Any]:
 STAGE = Stage("mine", MineOptions, mine_stage, check=check, reads=("data", "qrels", "pairs", "records", "corpus", "check_qrels",
                                                "preset_modules"),
               writes={"records": MINED, "drops": REJECTED}, summary=summary, funnel=funnel,
-              present=present, provenance=provenance)
+              present=present, provenance=provenance, details=details)
 STAGES.register(STAGE.name, STAGE)

@@ -38,6 +38,46 @@ def rank_summary(ranks: Sequence[int]) -> dict[str, Any]:
             "top100": int((a <= 100).sum()), "queries": int(len(a))}
 
 
+def negative_ranks(first_ranks: Sequence[int], positive_ranks: Sequence[int], all_ranks: Sequence[int],
+                   window: int, deepest: int, pool: int) -> dict[str, Any]:
+    """Where in the teacher's ranking the kept negatives sit, against the depth searched.
+
+    ``first_ranks[i]`` is query i's best-ranked kept negative, ``positive_ranks[i]`` where the
+    teacher put its positive (queries without a kept negative are left out). A query keeps its
+    negatives "far below" its positive when even the best of them ranks more than ``window``
+    places under it (the first search's depth, or the method's last useful rank if deeper), or
+    more than half the pool under it in a pool too small for that: a hard negative sits near the
+    positive, so such a query's negatives are easy ones, and when that is most queries something
+    upstream is wrong (a positive scored as if empty, a threshold anchored at the wrong score),
+    which no other count shows."""
+    if not len(all_ranks):
+        return {}
+    a = np.asarray(all_ranks, dtype=np.int64)
+    gap = max(1, min(int(window), int(pool) // 2))
+    far = sum(1 for f, p in zip(first_ranks, positive_ranks) if f - p > gap)
+    return {"min": int(a.min()), "median": float(np.median(a)), "max": int(a.max()),
+            "first_search_depth": int(window), "deepest_search": int(deepest), "pool": int(pool),
+            "far_gap": gap, "queries": len(first_ranks), "far_below_positive": far}
+
+
+def far_below_warning(ranks: dict[str, Any]) -> str | None:
+    """One line when most queries keep negatives from far below their positive (``negative_ranks``)."""
+    if not ranks or 2 * ranks["far_below_positive"] <= ranks["queries"]:
+        return None
+    return (f"warning: {ranks['far_below_positive']} of {ranks['queries']} queries keep negatives more than "
+            f"{ranks['far_gap']} ranks below their positive (easy negatives): check the positives' "
+            "scores and the corpus (blank or duplicate documents, a wrong --min-relevance)")
+
+
+def rank_line(ranks: dict[str, Any]) -> str | None:
+    """The kept negatives' place in the teacher's ranking, in one line."""
+    if not ranks:
+        return None
+    return (f"kept negatives rank {ranks['min']}-{ranks['max']} in the teacher's lists (median "
+            f"{ranks['median']:g}; first search {ranks['first_search_depth']} deep, deepest "
+            f"{ranks['deepest_search']})")
+
+
 def counts(k: int, n_negs: Sequence[int], short_reasons: Sequence[str | None], written: int) -> dict[str, Any]:
     """Queries in/out, negatives per query, and why queries got fewer than k."""
     hist = Counter(int(n) for n in n_negs)

@@ -67,10 +67,13 @@ def query_tokens(queries: Sequence[str]) -> list[list[str]]:
 
 
 def hybrid_scores(texts: Sequence[str], queries: Sequence[str], qvecs: np.ndarray, dvecs: np.ndarray,
-                  positives: Sequence[Sequence[int]], picked: Sequence[Sequence[int]], index=None) -> Hybrid:
+                  positives: Sequence[Sequence[int]], picked: Sequence[Sequence[int]], index=None,
+                  left_out: Sequence[Sequence[int]] | None = None) -> Hybrid:
     """Choose ``w`` on the queries' own positives (``positives[i][0]`` is query i's record positive,
     the rest its other known positives), then score each query's positives and ``picked`` documents.
-    ``qvecs``/``dvecs``: the dense teacher's normalised vectors, so a dot product is its cosine."""
+    ``qvecs``/``dvecs``: the dense teacher's normalised vectors, so a dot product is its cosine.
+    ``left_out[i]``: documents that do not compete with query i's positive when ``w`` is chosen
+    (a document whose text is the query: BM25 puts it first, and it says nothing of the weight)."""
     index = index if index is not None else bm25_index(texts)
     tokens = query_tokens(queries)
     reciprocal = {w: 0.0 for w in WEIGHTS}
@@ -82,6 +85,8 @@ def hybrid_scores(texts: Sequence[str], queries: Sequence[str], qvecs: np.ndarra
             own = np.asarray(list(positives[i]), dtype=np.int64)
             pool = np.unique(np.concatenate([_top(dense, CANDIDATES), _top(share, CANDIDATES), own]))
             others = pool[~np.isin(pool, own)]
+            if left_out is not None and len(left_out[i]):
+                others = others[~np.isin(others, np.asarray(list(left_out[i]), dtype=np.int64))]
             for w in WEIGHTS:
                 mixed = mix(dense, share, w)
                 above, level = mixed[others] > mixed[own[0]], mixed[others] == mixed[own[0]]
