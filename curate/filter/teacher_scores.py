@@ -46,7 +46,7 @@ class TeacherDepth:
 def is_annotated(rec: Record, model_id: str) -> bool:
     """Scored by this model: the record's positive and every negative it has now."""
     t = rec.teacher
-    return (t is not None and t.model == model_id and t.positive is not None
+    return (t is not None and t.model == model_id and t.positive is not None and t.positive_rank is not None
             and all(n.teacher_score is not None and n.teacher_rank is not None for n in rec.negatives))
 
 
@@ -56,7 +56,8 @@ def document_pool(records: Sequence[Record], corpus: Sequence[str]) -> tuple[lis
         for text in (rec.positive, *(n.text for n in rec.negatives)):
             index.setdefault(text, len(index))
     for text in corpus:
-        index.setdefault(text, len(index))
+        if text.strip():  # a blank document is no candidate: it would only take a rank (mine's pool skips it too)
+            index.setdefault(text, len(index))
     return list(index), index
 
 
