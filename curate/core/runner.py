@@ -321,7 +321,7 @@ def _run_json(run: Run, outputs: list[str] | None) -> dict[str, Any]:
         "started": run.started_at,
         "seconds": round(time.perf_counter() - run.started, 2),
         "params": mask_secrets(json.loads(json.dumps(run.params, default=_plain))),  # a judge's URL from a recipe too
-        "inputs": [_describe_input(p, run.hashed.get(p)) for p in run.inputs],
+        "inputs": [_describe_input(p, run.hashed.get(p), run.out) for p in run.inputs],
         "counts": run.counts,
         "timings": {k: round(v, 2) for k, v in run.timings.items()},
         "outputs": outputs if outputs is not None else sorted(
@@ -339,15 +339,33 @@ def _plain(value: Any) -> Any:
     return getattr(value, "model_id", None) or getattr(value, "name", None) or str(value)
 
 
-def _describe_input(path: str, hashed: tuple[str | None, int] | None = None) -> dict[str, Any]:
+def _describe_input(path: str, hashed: tuple[str | None, int] | None = None,
+                    out: Path | None = None) -> dict[str, Any]:
     """Size and SHA-256 of an input (a folder: of its files, in name order), so a run can be
-    matched to exactly what it read; ``hashed``: what the stage runner measured for its key."""
+    matched to exactly what it read; ``hashed``: what the stage runner measured for its key;
+    ``out``: the run's folder, to name an input that another stage beside it made (``run_path``)."""
     from curate.core.hashing import tree_digest
 
     digest, size = hashed or tree_digest(path)
     if digest is None:
         return {"path": path}
-    return {"path": path, "bytes": size, "sha256": digest}
+    beside = run_path(path, out) if out is not None else None
+    return {"path": path, "bytes": size, "sha256": digest, **({"run_path": beside} if beside else {})}
+
+
+def run_path(path: str | os.PathLike, out: Path) -> str | None:
+    """An input's path from the folder that holds ``out``, when it lies in the folder of another
+    stage's run there (a pipeline's earlier stage): recorded relative, so a reader finds the
+    product this run was made from wherever the run folder has moved since
+    (``curate.core.stage.stale_reason``). None for any other input."""
+    try:
+        here = out.resolve()
+        rel = Path(path).resolve().relative_to(here.parent)
+    except (OSError, ValueError):
+        return None
+    if not rel.parts or rel.parts[0] == here.name or not (here.parent / rel.parts[0] / RUN_JSON).is_file():
+        return None
+    return rel.as_posix()
 
 
 def _versions() -> dict[str, str]:

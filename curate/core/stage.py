@@ -20,6 +20,14 @@ one place a run folder is opened:
   (``curate.core.runner.open_run``, called from here only);
 * **one report name**: ``report.json`` in every stage's folder, written from what the run
   function returns;
+* **no finished result lost without a word**: a run that replaces another finished run in its
+  folder (another seed, input or stage) keeps that run in ``.curate-replaced/<fingerprint:12>/``
+  inside the folder first and says so in one line; only the latest replaced run is kept there,
+  so a folder holds at most two results (``keep_replaced``);
+* **no stale product read**: before a run reads another stage's product, the chain behind that
+  product is checked (``stale_reason``): a stage the pipeline's latest run has not reached, or
+  one made from bytes its upstream no longer holds, is an earlier run's, and the run stops with
+  one line that says which stage and how to make it anew;
 * **one way of printing**: the stage's ``summary`` lines, printed here, after the run.
 
 Orchestrators (``curate pipeline``, ``curate ablate``) are lists of stages run through
@@ -30,6 +38,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,10 +50,12 @@ from curate.core.jsonl import atomic_write_json
 from curate.core.params import check_values, field_flag
 from curate.core.registry import Registry
 from curate.llm.redact import mask_secrets
-from curate.core.runner import REJECTED, REPORT, RUN_JSON, open_run, settle
+from curate.core.errors import CurateError
+from curate.core.runner import REJECTED, REPORT, RUN_JSON, folder_lock, open_run, settle
 
 MARKER = ".curate-done.json"  # a ".curate" name: stages that check their folder pass it by
 STARTED = ".curate-started.json"  # an appending stage's fingerprint, written before it starts
+REPLACED = ".curate-replaced"  # the latest finished run a re-run replaced (hidden: no reader takes it for the run)
 DONE, RAN = "done earlier", "ran"
 _SECRET_FIELDS = frozenset({"api_key"})  # never hashed into anything written
 # How and where the work runs, not what it makes: left out of every fingerprint, so a rerun
@@ -86,6 +98,10 @@ class Stage:
     # it: the stage whose product it reads. The run's page shows it after the pipeline's stages
     # while that product is the one it read (it ran after the product was written)
     follows: str | None = None
+    # an orchestrator whose folder holds other stages' folders (the pipeline): from its folder, the
+    # names of the stage folders its latest run is made of, and of those it has reached so far
+    # (None: no record). A stage folder it names and has not reached is an earlier run's
+    members: Callable[[Path], tuple[list[str], list[str]] | None] | None = None
 
     def path(self, folder: str | Path, role: str = "records") -> Path:
         """Where a run of this stage in ``folder`` keeps its ``role`` output."""
@@ -149,14 +165,26 @@ def _identity(stage: Stage, opts: Any, also: list[Any] | None = None,
     return {"stage": stage.name, "options": _plain(options), "inputs": inputs}
 
 
+def finished_marker(folder: str | Path) -> dict[str, Any] | None:
+    """The marker of the finished run in ``folder`` (its report is the one the marker names), or
+    None: nothing finished there, or a run since began writing over it."""
+    marker = _json_object(Path(folder) / MARKER)
+    return marker if marker and marker.get("report") == file_digest(Path(folder) / REPORT) else None
+
+
 def is_done(stage: Stage, opts: Any, key: str | None = None) -> bool:
-    folder = Path(opts.out)
+    marker = finished_marker(opts.out)
+    return (marker is not None and marker.get("stage") == stage.name
+            and marker.get("fingerprint") == (key or fingerprint(stage, opts)))
+
+
+def _json_object(path: Path) -> dict[str, Any]:
+    """A JSON object from ``path``; empty when it is missing, unreadable or not an object."""
     try:
-        marker = json.loads((folder / MARKER).read_text(encoding="utf-8"))
+        obj = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return False
-    return (marker.get("stage") == stage.name and marker.get("fingerprint") == (key or fingerprint(stage, opts))
-            and marker.get("report") == file_digest(folder / REPORT))
+        return {}
+    return obj if isinstance(obj, dict) else {}
 
 
 def preflight(stage: Stage, opts: Any) -> None:
@@ -188,15 +216,27 @@ def run_stage(stage: Stage, opts: Any, *, resume: bool = False, quiet: bool = Fa
 
     identity = _identity(stage, opts, also, digest)  # for the key and for what changed
     key = value_digest(identity)
+    check_upstream(stage, opts, also)  # before "done earlier": a stale product is refused either way
     if resume and is_done(stage, opts, key):
         if not quiet:
             console.print(f"{stage.name}: done earlier ({folder / REPORT})", soft_wrap=True, markup=False)
         return report_of(folder) or {}, DONE
     created = not folder.exists()
+    earlier = finished_marker(folder)
+    kept, said = None, None
+    if earlier is not None and (earlier.get("stage"), earlier.get("fingerprint")) != (stage.name, key):
+        kept = keep_replaced(folder, earlier, move=stage.appends)
+        said = (f"{stage.name}: {', '.join(_what_changed(earlier, stage, identity, opts))} changed since the run in "
+                f"{folder}: its finished result is kept in {kept} (only the latest replaced run is kept) and this "
+                "run starts afresh")
+    if kept is not None and stage.appends:  # moved out of the folder already: said now, whatever happens next
+        _drop_older(kept)
+        if not quiet:
+            console.print(said, soft_wrap=True, markup=False, highlight=False)
     if stage.appends:  # a run killed half way must not look finished, whatever ran before it
         (folder / MARKER).unlink(missing_ok=True)
         changed = _start_afresh_unless_resuming(stage, opts, folder, key, identity)
-        if changed and not quiet:
+        if changed and kept is None and not quiet:
             console.print(f"{stage.name}: {', '.join(changed)} changed since the run in {folder} began: its records "
                           "are cleared and it starts afresh (the LLM's answers stay cached)",
                           soft_wrap=True, markup=False, highlight=False)
@@ -207,16 +247,164 @@ def run_stage(stage: Stage, opts: Any, *, resume: bool = False, quiet: bool = Fa
             report = stage.run(opts, run, **objects)
             run.write_report(report)
     except BaseException:
+        if kept is not None and not stage.appends:  # nothing was replaced: the finished run is still in place
+            shutil.rmtree(kept, ignore_errors=True)
         if created:  # a run that fails before its work leaves no folder it made, not even its note
             _remove_if_only_notes(folder)
         raise
-    atomic_write_json(folder / MARKER, {"stage": stage.name, "fingerprint": key,
-                                        "report": file_digest(folder / REPORT)})
+    if kept is not None and not stage.appends:
+        _drop_older(kept)
+        if not quiet:
+            console.print(said, soft_wrap=True, markup=False, highlight=False)
+    atomic_write_json(folder / MARKER, {"stage": stage.name, "fingerprint": key,  # what changed, next time
+                                        "report": file_digest(folder / REPORT), "identity": mask_secrets(identity)})
     if not quiet:
         for line in _summary(stage, report, folder):
             console.print(line, soft_wrap=True) if not isinstance(line, str) else console.print(
                 line, soft_wrap=True, markup=False, highlight=False)
     return report, RAN
+
+
+def keep_replaced(folder: Path, marker: dict[str, Any], move: bool) -> Path:
+    """Keep the finished run in ``folder`` (its ``marker``) that a run is about to replace, in
+    ``folder/.curate-replaced/<its fingerprint:12>/``, and return where. Only the latest replaced
+    run is kept: once the run replaces it, the one kept before goes (``_drop_older``), so re-runs
+    never pile copies up; a staged run that fails replaced nothing, and its copy goes instead. The
+    files are hard links where the file system allows (a staged run swaps new files in beside
+    them, so no byte is copied); ``move``: moved instead, for a run that writes into the folder
+    itself (an appending stage, which would clear them anyway)."""
+    kept = folder / REPLACED / str(marker.get("fingerprint") or "unknown")[:12]
+    with folder_lock(folder):
+        shutil.rmtree(kept, ignore_errors=True)
+        kept.mkdir(parents=True)
+        for name in _finished_outputs(folder, marker):
+            source = folder / name
+            if not source.exists() and not source.is_symlink():
+                continue
+            if move:
+                os.replace(source, kept / name)
+            elif source.is_dir() and not source.is_symlink():
+                shutil.copytree(source, kept / name, symlinks=True, copy_function=_link_or_copy)
+            else:
+                _link_or_copy(source, kept / name)
+    return kept
+
+
+def _drop_older(kept: Path) -> None:
+    """Remove every replaced run kept beside ``kept``: one kept run per folder."""
+    for other in kept.parent.iterdir():
+        if other != kept:
+            shutil.rmtree(other) if other.is_dir() and not other.is_symlink() else other.unlink()
+
+
+def _finished_outputs(folder: Path, marker: dict[str, Any]) -> list[str]:
+    """What the finished run in ``folder`` wrote: its report, ``run.json`` and marker, what its
+    stage declares, and for a staged run every entry its ``run.json`` lists (an appending run's
+    list is the folder's, other stages' folders too, so its declared outputs stand alone)."""
+    names = [REPORT, REJECTED, RUN_JSON, MARKER]
+    name = marker.get("stage")
+    if isinstance(name, str) and name in STAGES:
+        other = STAGES.get(name)
+        names += [*other.writes.values()]
+        run = _json_object(folder / RUN_JSON)
+        if not other.appends and run.get("stage") == name and isinstance(run.get("outputs"), list):
+            names += run["outputs"]
+    return [n for n in dict.fromkeys(names) if isinstance(n, str) and "/" not in n and n not in ("", ".", "..")
+            and (n == MARKER or not n.startswith("."))]
+
+
+def _link_or_copy(source: str | os.PathLike, target: str | os.PathLike) -> None:
+    try:
+        os.link(source, target, follow_symlinks=False)
+    except OSError:  # a file system without hard links
+        shutil.copy2(source, target, follow_symlinks=False)
+
+
+def _what_changed(marker: dict[str, Any], stage: Stage, identity: dict[str, Any], opts: Any) -> list[str]:
+    """What differs between the finished run a run replaces (its marker) and this run, as flags."""
+    if marker.get("stage") != stage.name:
+        return [f"the stage (it held a {marker.get('stage')} run)"]
+    return _changed_flags(marker.get("identity"), mask_secrets(identity), opts) or ["an option or input"]
+
+
+def check_upstream(stage: Stage, opts: Any, also: list[Any]) -> None:
+    """Refuse a run that would read another stage's product which is not from its run's current
+    upstream (``stale_reason``): the one check every reader makes, done here for every stage (curate
+    train on a pipeline's export, an export's ``--in``, a pipeline's own next stage)."""
+    own = Path(opts.out).resolve() if getattr(opts, "out", None) else None
+    digests: dict[Path, str | None] = {}
+    for folder in dict.fromkeys(f for f in map(_stage_folder, input_paths(stage, opts, also)) if f is not None):
+        if own is not None and (folder.resolve() == own or own in folder.resolve().parents):
+            continue  # the stage's own folder (its tasks/, say) is its own business
+        why = stale_reason(folder, digests)
+        if why is not None:
+            raise CurateError(why)
+
+
+def _stage_folder(path: str | os.PathLike) -> Path | None:
+    """The folder of the finished stage run that ``path`` lies in (the path itself, or up to three
+    folders up), if any."""
+    p = Path(path)
+    for folder in (p, *list(p.parents)[:3]):
+        if (folder / MARKER).is_file() and (folder / RUN_JSON).is_file():
+            return folder
+    return None
+
+
+def stale_reason(folder: str | Path, digests: dict[Path, str | None] | None = None) -> str | None:
+    """Why the result in the stage folder ``folder`` is not from its run's current upstream, as one
+    line naming the stage that is an earlier run's and the fix; None when it is current.
+
+    The chain is followed up from ``folder``: a stage folder that the orchestrator of the folder
+    holding it (the pipeline, ``Stage.members``) names but has not reached in its latest run is an
+    earlier run's, and so is a stage whose recorded input from another stage beside it
+    (``run.json``: ``run_path`` and ``sha256``) is no longer that stage's bytes. ``digests``: the
+    files hashed already, shared between calls."""
+    folder = Path(folder)
+    found = _stale_link(folder, {} if digests is None else digests, set())
+    if found is None:
+        return None
+    name, why = found
+    orchestrator = _orchestrator(folder.parent)
+    after = "" if name == folder.name else f", then each stage after it up to {folder.name}"
+    fix = (f"run curate {orchestrator[0]} again with --out {folder.parent} to make it anew" if orchestrator
+           else f"run {name} again on what it reads now{after}")
+    return f"{folder} is from an earlier run: {why}; {fix}"
+
+
+def _stale_link(folder: Path, digests: dict[Path, str | None], seen: set[Path]) -> tuple[str, str] | None:
+    """The first stage in ``folder``'s chain that is an earlier run's: its folder's name and why."""
+    if folder in seen:
+        return None
+    seen.add(folder)
+    root, name = folder.parent, folder.name
+    orchestrator = _orchestrator(root)
+    if orchestrator is not None and name in orchestrator[1][0] and name not in orchestrator[1][1]:
+        return name, f"the {orchestrator[0]}'s latest run in {root} has not reached {name}"
+    for entry in _json_object(folder / RUN_JSON).get("inputs") or []:
+        rel = entry.get("run_path") if isinstance(entry, dict) else None
+        if not isinstance(rel, str) or not entry.get("sha256"):
+            continue
+        now = root / rel
+        if now not in digests:
+            digests[now] = tree_digest(now)[0]
+        if digests[now] != entry["sha256"]:
+            return name, f"{name} was made from an earlier {rel}"
+        upstream = _stale_link(root / Path(rel).parts[0], digests, seen)
+        if upstream is not None:
+            return upstream
+    return None
+
+
+def _orchestrator(root: Path) -> tuple[str, tuple[list[str], list[str]]] | None:
+    """The orchestrator whose run ``root`` holds (the pipeline) and its record of the stage
+    folders its latest run is made of and has reached; None for any other folder."""
+    for note in (STARTED, RUN_JSON):
+        name = _json_object(root / note).get("stage")
+        if isinstance(name, str) and name in STAGES and STAGES.get(name).members is not None:
+            record = STAGES.get(name).members(root)
+            return (name, record) if record is not None else None
+    return None
 
 
 def _summary(stage: Stage, report: dict[str, Any], folder: Path) -> list[Any]:

@@ -15,6 +15,13 @@ done (its own resume), and starts afresh when its fingerprint changed (another s
 task or model), so two runs' records never mix. The stages write through their run folders
 (staged and swapped in whole, see ``curate.core.runner``), so a kill leaves the last whole
 output or none, never half of one.
+
+A re-run that stops early (generate fails, a stage keeps nothing) leaves the earlier run's later
+stages in their folders, but not as this run's: ``pipeline.json`` names the stages the latest run
+is made of and those it reached (``members``), so every reader of the run (``curate train``,
+``curate report``, an export's ``--in``) finds such a folder to be an earlier run's
+(``curate.core.stage.stale_reason``). A stage that re-runs with other options or inputs keeps the
+finished run it replaces in its ``.curate-replaced/`` folder first, and says so.
 """
 
 from __future__ import annotations
@@ -285,9 +292,23 @@ def _n(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
+def members(folder: Path) -> tuple[list[str], list[str]] | None:
+    """The stage folders the latest pipeline run in ``folder`` is made of, and those it has reached:
+    from ``pipeline.json``, written before its first stage and after each one (None: no record)."""
+    try:
+        funnel = json.loads((Path(folder) / FUNNEL).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    order = funnel.get("order") if isinstance(funnel, dict) else None
+    reached = funnel.get("stages") if isinstance(funnel, dict) else None
+    if not isinstance(order, list) or not isinstance(reached, dict):
+        return None
+    return [name for name in order if isinstance(name, str)], list(reached)
+
+
 PIPELINE = Stage("pipeline", PipelineOptions, pipeline_stage, check=check, reads=("docs",),
                  # not staged: its sub-folders are the stages' own runs, each swapped in whole
-                 writes={"funnel": FUNNEL}, appends=True)
+                 writes={"funnel": FUNNEL}, appends=True, members=members)
 STAGES.register(PIPELINE.name, PIPELINE)
 
 

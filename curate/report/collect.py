@@ -16,7 +16,7 @@ from typing import Any
 
 from curate.core.errors import CurateError
 from curate.core.records import Record
-from curate.core.stage import STAGES
+from curate.core.stage import STAGES, stale_reason
 from curate.report.sample import count_lines, records_by_id, sample_lines
 
 ABLATE_REPORT = "ablate_report.json"
@@ -50,17 +50,21 @@ def collect(folder: str | Path, *, sample: int = 2000, seed: int = 0) -> dict[st
             raise CurateError(f"{folder / 'pipeline.json'}: not a JSON object")
         data["documents"] = pipeline.get("documents")
         data["stopped"] = pipeline.get("stopped")
-        # only the stages this run reached are its own: a folder an earlier run left (this one
-        # stopped before it) is named as such, never presented as this run's
+        # only the stages this run reached, made from what their upstream holds now, are its own: a
+        # folder an earlier run left (this one stopped before it, or wrote its upstream anew) is
+        # named as such, never presented as this run's
         this_run = pipeline.get("stages") or {}
         order = pipeline.get("order") or list(this_run)
-        parts = [(name, folder / name, this_run[name], pipeline.get(name))
-                 for name in this_run if name in STAGES and (folder / name).is_dir()]
-        followers = [name for name, stage in STAGES.items() if stage.follows in this_run
-                     and _newer(folder / name / "report.json", folder / stage.follows / "report.json")]
+        digests: dict[Path, str | None] = {}  # each product hashed once for every stage's chain
+        current = [name for name in this_run if name in STAGES and (folder / name).is_dir()
+                   and stale_reason(folder / name, digests) is None]
+        parts = [(name, folder / name, this_run[name], pipeline.get(name)) for name in current]
+        followers = [name for name, stage in STAGES.items() if stage.follows in current
+                     and _newer(folder / name / "report.json", folder / stage.follows / "report.json")
+                     and stale_reason(folder / name, digests) is None]
         parts += [(name, folder / name, "ran", None) for name in followers]
         data["earlier"] = [name for name in dict.fromkeys((*order, *STAGES.names()))
-                           if name not in this_run and name not in followers and (folder / name / "run.json").is_file()]
+                           if name not in current and name not in followers and (folder / name / "run.json").is_file()]
         if not pipeline.get("finished", True):  # killed, or still running
             data["unfinished"] = [name for name in order if name not in this_run]
     elif (folder / ABLATE_REPORT).is_file():
