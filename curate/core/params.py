@@ -48,6 +48,37 @@ def check_params(where: str, schema: type[P], given: Mapping[str, Any] | None, p
     return values if partial else schema(**values)
 
 
+def check_schema(where: str, schema: Any) -> None:
+    """That ``schema`` can be an options class: a dataclass whose annotations can be read and whose
+    defaults are of their fields' types and in their ranges. A plugin's class is checked before it
+    becomes a command, so its mistake is one line naming ``where`` and the field, not an internal
+    error on the first run (a default of None stands for "not given" and passes)."""
+    if not (isinstance(schema, type) and dataclasses.is_dataclass(schema)):
+        raise CurateError(f"{where}: its options {schema!r} are not a dataclass (decorate the class with @dataclass)")
+    try:
+        hints = typing.get_type_hints(schema)
+    except Exception as e:  # a name the annotations use is not defined where the class is
+        raise CurateError(f"{where}: the annotations of {schema.__name__} cannot be read: "
+                          f"{type(e).__name__}: {e}") from None
+    for f in dataclasses.fields(schema):
+        default = _default_of(f)
+        if default is dataclasses.MISSING or default is None:
+            continue
+        here = f"{where}: the default of field {f.name!r}"
+        _check_value(here, hints[f.name], default)
+        problem = range_problem(f.metadata, default)
+        if problem:
+            raise CurateError(f"{here} {problem}, got {default!r}")
+
+
+def _default_of(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return dataclasses.MISSING
+
+
 RANGE_KEYS = ("min", "max", "min_open", "max_open")
 
 
