@@ -23,6 +23,9 @@ MIN_QUERY_SECRET = 8  # shorter query values (a version, "json") are not keys an
 SECRET_NAMES = frozenset({"api_key", "apikey", "key", "token", "access_token", "auth_token", "password",
                           "secret"})  # a parameter so named is never written
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S*\Z")  # one URL, not a text that mentions one
+# a token as sent in an Authorization header, which a careless server repeats in its error text; one
+# with a digit, so that prose ("Bearer instruments") is left alone
+_BEARER = re.compile(r"\bBearer\s+(?=[A-Za-z0-9._~+/=-]*\d)[A-Za-z0-9._~+/=-]{7,}[A-Za-z0-9_~+/=-]")
 
 
 def url_secrets(url: str) -> list[str]:
@@ -93,6 +96,9 @@ def mask_secrets(value: Any) -> Any:
 
 @dataclass
 class Scrubber:
+    """Masks the configured key and the URLs' secrets in any text, and a token after ``Bearer``:
+    an echoed header may carry a key curate was never told about (a gateway's own)."""
+
     secrets: list[str] = field(default_factory=list)
 
     @classmethod
@@ -104,8 +110,8 @@ class Scrubber:
         return cls(sorted({s for s in found if len(s) >= 3}, key=len, reverse=True))
 
     def __call__(self, text):
-        if not isinstance(text, str) or not self.secrets:
+        if not isinstance(text, str):
             return text
         for secret in self.secrets:
             text = text.replace(secret, MASK)
-        return text
+        return _BEARER.sub(f"Bearer {MASK}", text)
