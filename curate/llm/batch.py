@@ -13,10 +13,11 @@ second way of parsing or checking answers:
 3. the next pass reads those answers where it would have sent the request: parsing, schema
    checks and the records are the online path's, so the same answers give the same records. An
    answer that fails its schema makes the item ask again, which the next pass collects into a
-   follow-up batch; after ``rounds`` batches an item still without an answer fails.
+   follow-up batch; after ``rounds`` batches (each run's own) an item still without an answer fails.
 
-A killed run finds its batch in ``state.json`` and polls it again: a batch is never submitted
-twice, and an answer already downloaded is never asked for again.
+A killed run, or one stopped by the server (gone, 404), finds its batch in ``state.json`` and
+polls it again: a batch is never submitted twice, and an answer already downloaded is never asked
+for again. A batch that ended without a single answer is never adopted again by its digest.
 """
 
 from __future__ import annotations
