@@ -67,6 +67,12 @@ sleep included); the others wait for a place, in arrival order, so latency grows
 in flight beyond N, as at a vLLM server whose batch is full. Unset (the default), every request
 is worked on at once.
 
+Whole-server faults, whatever the markers say (chat and embeddings): ``silent=True`` reads
+every request and never answers it (the connection stays open until the server stops), a
+server that is up but answers nothing; ``api_key="K"`` refuses every request whose
+``Authorization`` is not ``Bearer K`` with a 401 whose error message repeats the header it got,
+as a careless gateway would.
+
 Every request is recorded (:class:`Req`: time, path, headers, parsed body, marker key,
 action, sequence number within the key) in ``server.requests``.
 """
@@ -530,6 +536,16 @@ class _Handler(BaseHTTPRequestHandler):
         a wait); returns the action still to answer with content, or None when it was answered."""
         action = req.action
         fake = self.fake
+        if fake.silent:  # never answers: holds the request until the server stops
+            req.answered = "silent"
+            fake._stop.wait()
+            self._drop()
+            return None
+        if fake.api_key is not None and self.headers.get("Authorization") != f"Bearer {fake.api_key}":
+            req.status = 401
+            req.answered = "refused"
+            self._send_json(401, _error(401, f"invalid API key in {self.headers.get('Authorization')}"))
+            return None
         if action == "drop":
             self._drop()
             return None
@@ -700,7 +716,8 @@ def _bad_vector(action: str, vec: list[float]) -> list:
 
 
 def _error(status: int, message: str) -> dict:
-    kind = {429: "rate_limit_error", 400: "invalid_request_error", 404: "not_found_error"}.get(
+    kind = {429: "rate_limit_error", 400: "invalid_request_error", 401: "authentication_error",
+            404: "not_found_error"}.get(
         status, "server_error"
     )
     return {"error": {"message": message, "type": kind, "param": None, "code": str(status)}}
@@ -717,8 +734,11 @@ class FakeLLMServer:
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, timeout_sleep: float = 30.0,
                  models: tuple[str, ...] = ("fake",), healthy: bool = False,
                  responder: Callable[[dict], dict | None] | None = None, embed_dim: int = 8,
-                 owned_by: str = "fake", capacity: int | None = None) -> None:
+                 owned_by: str = "fake", capacity: int | None = None, silent: bool = False,
+                 api_key: str | None = None) -> None:
         self.host = host
+        self.silent = silent  # True: no request is ever answered (see the module's docstring)
+        self.api_key = api_key  # set: a request without "Bearer <api_key>" gets a 401 echoing its header
         # requests worked on at once (None: all); the rest wait for a place (see the module's docstring)
         self.capacity = capacity
         self._places = threading.Semaphore(capacity) if capacity else None

@@ -110,6 +110,7 @@ async def brainstorm(
             results = {}
             async for plan, result in bounded(plans, ask, limit=wave):
                 results[plan["call"]] = (plan, result)
+            _stop_if_fatal(spec, client, results.values())
             for c in sorted(results):  # in call order, so the kept set is the same every run
                 plan, result = results[c]
                 answer = result.answer
@@ -134,6 +135,14 @@ async def brainstorm(
     stats.extra["brainstorm_calls"] = call
     stats.extra["estimate"] = estimate.as_dict()
     return kept
+
+
+def _stop_if_fatal(spec: TaskSpec, client: LLMClient, results) -> None:
+    """A call that failed for a reason no retry fixes (a refused key, a dead server) ends the run
+    with that reason, not with "no usable task" after the rest of the calls failed the same way."""
+    for _, result in results:
+        if getattr(result.answer, "fatal", False):
+            raise CurateError(f"brainstorm {spec.family} stopped: {getattr(client, 'fatal', None) or result.reason}")
 
 
 def _plan(spec: TaskSpec, task, plans: list[dict[str, Any]], price: float | None):

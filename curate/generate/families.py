@@ -61,10 +61,11 @@ def prepare(families: Sequence[Family], out_dir: Path, retry_failed: bool) -> se
 
 async def run_families(families: Sequence[Family], client: Any, out_dir: Path, asking: Asking,
                        retry_failed: bool = False, progress=None, executor=None, cache_path: Path | None = None,
-                       timings: dict[str, float] | None = None) -> None:
+                       timings: dict[str, float] | None = None) -> str | None:
     """Every family's unfinished items in one queue, interleaved (``interleave``): here, or with
     an ``executor`` of several shards on that many client processes (``curate.generate.shards``).
-    Each family's ``stats`` gain its counts, requests and cache hits; ``timings`` the queue's."""
+    Each family's ``stats`` gain its counts, requests and cache hits; ``timings`` the queue's.
+    Returns the first failure's reason when this process saw one (the shards keep theirs)."""
     out_dir = Path(out_dir)
     specs = [asked_spec(f.spec, f.items) for f in families]
     retried = prepare(families, out_dir, retry_failed)
@@ -99,6 +100,7 @@ async def run_families(families: Sequence[Family], client: Any, out_dir: Path, a
         estimate.announce()
         pace.begin()
     work = QueueWork(queue, specs, asking, retried, out_dir)
+    first = None
     if sharded:
         run_sharded(families, work, client.cfg, cache_path, executor, advance, timings)
     else:
@@ -106,7 +108,7 @@ async def run_families(families: Sequence[Family], client: Any, out_dir: Path, a
         sent_before = client.requests_sent
         sink = Sink(out_dir / GENERATED, out_dir / FAILED, [f.stats for f in families], tallies)
         if asking.batch is None:
-            await run_queue(work, client, sink, advance, pace)
+            first = await run_queue(work, client, sink, advance, pace)
         else:
             batches = await in_batches(families, work, client, sink, advance, out_dir)
             for f in families:
@@ -121,6 +123,7 @@ async def run_families(families: Sequence[Family], client: Any, out_dir: Path, a
     timings["queue_s"] = time.perf_counter() - started - timings.get("shards_start_s", 0.0)
     for f in families if estimate is not None else ():  # each family its share, so they add up to the queue's
         f.stats.extra["estimate"] = estimate.as_dict(len(f.todo))
+    return first
 
 
 async def in_batches(families: Sequence[Family], work: QueueWork, client: Any, sink: Sink, advance,

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from curate.core.errors import CurateError
 from curate.core.estimate import Estimate, Pace
 from curate.core.progress import RunStats
 from curate.generate.examples import (Asking, Item, answer_to_record, ask_item, count_copy, example_task,
@@ -56,11 +57,18 @@ class Sink:
 
 
 async def run_queue(work: QueueWork, client: Any, sink: Sink, on_done: Callable[[int], None] | None = None,
-                    pace: Pace | None = None) -> None:
+                    pace: Pace | None = None) -> str | None:
     """Ask for every queued item, at most the client's concurrency per server at once, appending
     each record (or failure) to the ``sink``'s files as it comes, each family's numbers to its
     stats and tallies; ``on_done(family)`` after each; ``pace`` times the answers
-    (``curate.core.estimate``)."""
+    (``curate.core.estimate``). Returns the first failure's reason (None: none failed).
+
+    An answer that failed for a reason no retry fixes (``Answer.fatal``: a refused key, a host
+    that does not resolve, a server that answered nothing) stops the queue: that item and the
+    rest are left to do, not failed, so the same command resumes them once it is fixed, and the
+    run ends with the reason as a ``CurateError``."""
+    from contextlib import aclosing
+
     from curate.core.asyncrun import bounded
     from curate.core.jsonl import JsonlAppender
     from curate.llm.batch import PENDING
@@ -75,26 +83,44 @@ async def run_queue(work: QueueWork, client: Any, sink: Sink, on_done: Callable[
         return await ask_item(specs[k], tasks[k], item, client, asking, item.id in work.retried)
 
     limit = in_flight(client)
+    first: str | None = None
+    finished, stop = 0, None
     with JsonlAppender(sink.records) as good, JsonlAppender(sink.failures) as bad:
-        async for (k, item), (result, meta) in bounded(work.entries, ask, limit):
-            spec, s, answer = specs[k], sink.stats[k], result.answer
-            if answer.reason == PENDING:  # a batch run's pass: the next batch answers it, the next pass writes it
-                continue
-            s.add(result.ok, answer.prompt_tokens, answer.completion_tokens, result.reason, answer.cached)
-            if pace is not None:
-                pace.answered(1, answer.prompt_tokens + answer.completion_tokens)
-            if "copy" in meta:
-                count_copy(s, meta["copy"])
-            if result.ok:
-                good.write(answer_to_record(spec, item, result.value, meta).to_dict())
-            else:
-                bad.write({
-                    "id": item.id, "task_type": spec.family, "task": item.task.task,
-                    "reason": result.reason, "attempts": answer.attempts, "history": answer.history,
-                    "raw": answer.raw, "meta": meta,
-                })
-            if on_done is not None:
-                on_done(k)
+        async with aclosing(bounded(work.entries, ask, limit)) as answers:  # closing it cancels those in flight
+            async for (k, item), (result, meta) in answers:
+                spec, s, answer = specs[k], sink.stats[k], result.answer
+                if answer.reason == PENDING:  # a batch run's pass: the next batch answers it, the next pass writes it
+                    continue
+                if answer.fatal:
+                    stop = getattr(client, "fatal", None) or result.reason
+                    break
+                finished += 1
+                s.add(result.ok, answer.prompt_tokens, answer.completion_tokens, result.reason, answer.cached)
+                if pace is not None:
+                    pace.answered(1, answer.prompt_tokens + answer.completion_tokens)
+                if "copy" in meta:
+                    count_copy(s, meta["copy"])
+                if result.ok:
+                    good.write(answer_to_record(spec, item, result.value, meta).to_dict())
+                else:
+                    first = first or result.reason
+                    bad.write({
+                        "id": item.id, "task_type": spec.family, "task": item.task.task,
+                        "reason": result.reason, "attempts": answer.attempts, "history": answer.history,
+                        "raw": answer.raw, "meta": meta,
+                    })
+                if on_done is not None:
+                    on_done(k)
+    if stop is not None:
+        raise CurateError(stopped_line(stop, len(work.entries) - finished))
+    return first
+
+
+def stopped_line(why: str, left: int) -> str:
+    """The one line a queue stopped by a failure no retry fixes ends with."""
+    items = "item is" if left == 1 else "items are"
+    return (f"generate stopped: {why}. {left} {items} left to do (nothing was written for them): fix it and run "
+            "the same command again to resume")
 
 
 def in_flight(client: Any) -> int:

@@ -240,13 +240,43 @@ def generate_stage(opts: GenerateOptions, run) -> dict[str, Any]:
     asking = Asking(dict(opts.pins), tuple(opts.prompts_dirs), opts.max_chars, opts.copy_retries,
                     BatchPlan.of(opts.llm))
 
+    first_failure: list[str | None] = [None]
+
     async def queue(planned_families, client, cache, progress, timings):
-        await run_families(planned_families, client, out, asking, opts.retry_failed, progress, executor,
-                           cache.path, timings)
+        first_failure[0] = await run_families(planned_families, client, out, asking, opts.retry_failed, progress,
+                                              executor, cache.path, timings)
 
     run.params["executor"] = {"kind": executor.kind, "shards": executor.shards}  # what it resolved to
-    return run_llm_stage("generate", opts, one, names, finish=lambda: write_in_item_order(out / GENERATED, planned),
-                         queue=queue, run=run)
+    report = run_llm_stage("generate", opts, one, names, finish=lambda: write_in_item_order(out / GENERATED, planned),
+                           queue=queue, run=run)
+    _fail_if_nothing_made(report, out, first_failure[0])
+    return report
+
+
+def _fail_if_nothing_made(report: dict[str, Any], out: Path, first: str | None) -> None:
+    """A run whose every item failed, with no record in the folder from before either, ends with
+    exit 2 and the first reason on one line: a bad key or a dead server must not look like a
+    finished run (the failures stay in failed.jsonl; --retry-failed asks them again). Some
+    records and some failures is a finished run with its counts, as always."""
+    counts = report.get("counts", {})
+    failed = counts.get("failed", 0)
+    if not failed or counts.get("ok", 0) or _has_records(out / GENERATED):
+        return
+    if first is None:  # asked from shard processes: the file has it
+        from curate.core.jsonl import read_jsonl
+
+        first = next((obj.get("reason") for _, obj in read_jsonl(out / FAILED) if isinstance(obj, dict)), None)
+    items = "its item" if failed == 1 else f"all {failed} items"
+    why = " ".join(str(first or "unknown").split())  # one line, whatever the reason held
+    raise CurateError(f"generate: no record was made: {items} failed (see {out / FAILED}); first reason: {why}")
+
+
+def _has_records(path: Path) -> bool:
+    """Whether the records file holds at least one line."""
+    if not path.is_file():
+        return False
+    with path.open("rb") as fh:
+        return any(line.strip() for line in fh)
 
 
 def _client_processes(opts: GenerateOptions) -> Executor:

@@ -12,6 +12,13 @@ A reply that is not an OpenAI-shaped response at all (an empty body, a proxy's H
 counts as a transport fault, and ``timeout`` bounds the whole request, not each read, so a
 server that trickles bytes cannot hold a request open.
 
+Some failures no retry can fix, and they hold for every request of the run: a refused key
+(401, 403), a model or path the server does not have (404), a host name that does not resolve,
+a server whose first request got no reply in all its attempts (``FirstContact``). Such a
+failure is not retried; its answer is marked ``fatal`` and the client remembers it
+(``LLMClient.fatal``, one line with the URL masked) and sends nothing more, so a caller stops
+its queue instead of failing every item the same way.
+
 Whatever happens, the caller gets an ``Answer``: either data, or a reason it failed.
 """
 
@@ -22,21 +29,28 @@ import contextvars
 import email.utils
 import json
 import random
+import socket
 import time
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import jsonschema
 import openai
 
 from curate.llm.cache import RequestCache, request_key
-from curate.llm.limiter import OVERLOAD_STATUS, AdaptiveLimit
-from curate.llm.redact import Scrubber
+from curate.llm.limiter import OVERLOAD_STATUS, AdaptiveLimit, FirstContact
+from curate.llm.redact import Scrubber, safe_url
 from curate.llm.urls import split_query
 
 SEED_MODULUS = 2**31 - 1
 RETRYABLE_STATUS = {408, 409, 425, 429}
+# statuses that say the same for every request of the run: what the user must fix
+FATAL_STATUS = {401: "the server refused the key", 403: "the server refused the key",
+                404: "the server has no such model or path"}
+FATAL_HINT = {401: "check --api-key or OPENAI_API_KEY", 403: "check --api-key or OPENAI_API_KEY and what it may use",
+              404: "check --model and --base-url"}
 # [requests sent, answers read from the cache] of the work running in this context: a caller that
 # shares one client between several kinds of work (generate's families) sets a list per task
 TALLY: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("curate_llm_tally", default=None)
@@ -67,6 +81,7 @@ class Answer:
     latency: float = 0.0
     cached: bool = False
     sent: bool = False  # at least one request went to the server (not every answer from the cache)
+    fatal: bool = False  # failed for a reason no retry fixes for any request (LLMClient.fatal says it)
     history: list[str] = field(default_factory=list)  # one short note per failed attempt
 
     @property
@@ -81,6 +96,7 @@ class _Endpoint:
         self.cooldown_until = 0.0  # after a transport fault, other servers are preferred until then
         # requests in flight adapt to the server's latency, up to cfg.concurrency (curate.llm.limiter)
         self.limiter = AdaptiveLimit(cfg.concurrency, floor=1 if cfg.adaptive else cfg.concurrency)
+        self.contact = FirstContact()  # one request at a time until the server has replied once
         # the query goes with every request, after the path the SDK joins to the base URL (given
         # whole, ``/v1?key=K`` became ``/v1/?key=Kchat/completions``)
         base, query = split_query(base_url)
@@ -121,6 +137,26 @@ def _retry_after(headers: Any) -> float | None:
         return max(0.0, parsed.timestamp() - time.time()) if parsed else None
 
 
+# getaddrinfo's answers that a name has no address (not EAI_AGAIN: a resolver that failed this time)
+_NO_SUCH_HOST = {socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)}
+
+
+def _unresolvable(error: BaseException, base_url: str) -> bool:
+    """Whether a connection error says the URL's host name has no address, which no retry
+    changes. Names under ``.invalid`` never resolve (RFC 6761), whatever the resolver says."""
+    host = (urlsplit(base_url).hostname or "").rstrip(".")
+    if host == "invalid" or host.endswith(".invalid"):
+        return True
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:  # openai's error wraps httpx's, which wraps the socket's
+        seen.add(id(cause))
+        if isinstance(cause, socket.gaierror):
+            return cause.errno in _NO_SUCH_HOST
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
 class LLMClient:
     def __init__(self, cfg: ClientConfig, cache: RequestCache | None = None):
         if not cfg.base_urls:
@@ -131,6 +167,7 @@ class LLMClient:
         self.scrub = Scrubber.for_config(cfg.api_key, cfg.base_urls)
         self._jitter = random.Random()  # timing jitter only; never affects content
         self.requests_sent = 0
+        self.fatal: str | None = None  # why nothing more is sent: the first failure no retry fixes
 
     async def close(self) -> None:
         for ep in self._endpoints:
@@ -146,7 +183,8 @@ class LLMClient:
         preferring those that have not just failed (and, on a retry, another server than the one
         that failed)."""
         now = time.monotonic()
-        return min(self._endpoints, key=lambda e: (e.cooldown_until > now, e is avoid, e.inflight / e.limiter.limit))
+        return min(self._endpoints, key=lambda e: (e.contact.dead is not None, e.cooldown_until > now, e is avoid,
+                                                   e.inflight / e.limiter.limit))
 
     def _backoff(self, attempt: int) -> float:
         cap = min(self.cfg.backoff_max, self.cfg.backoff_base * (2**attempt))
@@ -155,49 +193,116 @@ class LLMClient:
     async def _send(self, body: dict[str, Any], answer: Answer,
                     endpoint: str = "chat") -> tuple[dict | None, str | None]:
         """Send one request (``endpoint``: chat or embeddings), retrying transport faults;
-        return (response dict, failure reason)."""
+        return (response dict, failure reason). A failure no retry fixes ends it at once (see
+        the module), and after one nothing more is sent."""
         last = "unknown"
         ep: _Endpoint | None = None
-        for attempt in range(self.cfg.max_retries + 1):
-            ep = self._pick(avoid=ep)
-            ep.inflight += 1
-            delay: float | None = None
-            try:
-                async with ep.limiter.slot() as slot:  # the timeout below starts once a slot is held
-                    answer.attempts += 1
-                    self.requests_sent += 1
-                    if (tally := TALLY.get()) is not None:
-                        tally[0] += 1
-                    # the raw reply: curate parses the JSON once instead of building and dumping models
-                    api = ep.client.chat.completions if endpoint == "chat" else ep.client.embeddings
-                    raw = await asyncio.wait_for(api.with_raw_response.create(**body), self.cfg.timeout)
-                return _response_dict(raw.http_response.content, endpoint, body), None
-            except openai.APIStatusError as e:
-                code = e.status_code
-                last = f"http-{code}"
-                if code not in RETRYABLE_STATUS and code < 500:
-                    return None, self.scrub(f"http-{code}: {_short(e.message)}")
-                if code in OVERLOAD_STATUS:
-                    ep.limiter.overloaded(slot)  # before the retry: fewer requests at once
-                delay = _retry_after(e.response.headers if e.response is not None else None)
-                if delay is not None:
-                    delay = min(delay, self.cfg.backoff_max)  # a server asking for an hour gets a minute
-            except (openai.APITimeoutError, asyncio.TimeoutError):
-                ep.limiter.overloaded(slot)
-                last = "timeout"
-            except openai.APIConnectionError as e:
-                last = f"connection: {_short(str(e.__cause__ or e))}"
-            except (openai.APIError, ValueError) as e:  # a reply that is not an OpenAI-shaped response
-                last = f"bad-response: {_short(str(e))}"
-            finally:
-                ep.inflight -= 1
-            last = self.scrub(last)
-            answer.history.append(last)
-            if attempt < self.cfg.max_retries:
-                wait = delay if delay is not None else self._backoff(attempt)
-                ep.cooldown_until = max(ep.cooldown_until, time.monotonic() + max(2 * wait, 1.0))
-                await asyncio.sleep(wait)
-        return None, f"{last} (gave up after {self.cfg.max_retries + 1} attempts)"
+        probing: _Endpoint | None = None  # the server this request is the first to try (its gate held)
+        silent: list[_Endpoint] = []  # servers it tried that sent no reply at all
+        try:
+            for attempt in range(self.cfg.max_retries + 1):
+                if self.fatal is None:
+                    ep, probing = await self._reach(ep, probing)
+                if self.fatal is not None:
+                    answer.fatal = True
+                    return None, f"not sent: {self.fatal}"
+                ep.inflight += 1
+                delay: float | None = None
+                try:
+                    async with ep.limiter.slot() as slot:  # the timeout below starts once a slot is held
+                        answer.attempts += 1
+                        self.requests_sent += 1
+                        if (tally := TALLY.get()) is not None:
+                            tally[0] += 1
+                        # the raw reply: curate parses the JSON once instead of building and dumping models
+                        api = ep.client.chat.completions if endpoint == "chat" else ep.client.embeddings
+                        raw = await asyncio.wait_for(api.with_raw_response.create(**body), self.cfg.timeout)
+                    ep.contact.reply()
+                    return _response_dict(raw.http_response.content, endpoint, body), None
+                except openai.APIStatusError as e:
+                    ep.contact.reply()
+                    code = e.status_code
+                    last = f"http-{code}"
+                    if code in FATAL_STATUS:
+                        reason = self.scrub(f"http-{code}: {_short(e.message)}")
+                        return self._stop(answer, reason, f"{FATAL_STATUS[code]} at {safe_url(ep.base_url)} "
+                                                          f"({reason}); {FATAL_HINT[code]}")
+                    if code not in RETRYABLE_STATUS and code < 500:
+                        return None, self.scrub(f"http-{code}: {_short(e.message)}")
+                    if code in OVERLOAD_STATUS:
+                        ep.limiter.overloaded(slot)  # before the retry: fewer requests at once
+                    delay = _retry_after(e.response.headers if e.response is not None else None)
+                    if delay is not None:
+                        delay = min(delay, self.cfg.backoff_max)  # a server asking for an hour gets a minute
+                except (openai.APITimeoutError, asyncio.TimeoutError):
+                    ep.limiter.overloaded(slot)
+                    last = "timeout"
+                    silent.append(ep)
+                except openai.APIConnectionError as e:
+                    last = f"connection: {_short(str(e.__cause__ or e))}"
+                    if _unresolvable(e, ep.base_url):
+                        reason = self.scrub(f"{last} (the host name does not resolve)")
+                        return self._stop(answer, reason, f"the host of {safe_url(ep.base_url)} does not resolve "
+                                                          f"({reason}); check --base-url")
+                    silent.append(ep)
+                except (openai.APIError, ValueError) as e:  # a reply that is not an OpenAI-shaped response
+                    ep.contact.reply()
+                    last = f"bad-response: {_short(str(e))}"
+                finally:
+                    ep.inflight -= 1
+                last = self.scrub(last)
+                answer.history.append(last)
+                if attempt < self.cfg.max_retries:
+                    wait = delay if delay is not None else self._backoff(attempt)
+                    ep.cooldown_until = max(ep.cooldown_until, time.monotonic() + max(2 * wait, 1.0))
+                    await asyncio.sleep(wait)
+            return self._gave_up(answer, last, self.cfg.max_retries + 1, silent)
+        finally:
+            if probing is not None:
+                probing.contact.release()
+
+    async def _reach(self, avoid: _Endpoint | None,
+                     probing: _Endpoint | None) -> tuple[_Endpoint | None, _Endpoint | None]:
+        """The server for the next attempt, and the one whose gate this request holds: waits while
+        another request is the first to try a server; sets ``fatal`` when every server is given up on."""
+        while True:
+            ep = self._pick(avoid=avoid)
+            if probing is not None and probing is not ep:  # the retry goes elsewhere: let another probe
+                probing.contact.release()
+                probing = None
+            if ep.contact.dead is not None:  # _pick puts given-up servers last: all of them are
+                self.fatal = self.fatal or self.scrub(self._dead_line(self._endpoints))
+                return ep, probing
+            if probing is ep or await ep.contact.turn():
+                return ep, ep
+            if ep.contact.dead is None:  # it replied to the probe: go
+                return ep, probing
+
+    def _stop(self, answer: Answer, reason: str, what: str) -> tuple[None, str]:
+        """A failure no retry fixes: mark the answer and stop sending (``what``: for people)."""
+        answer.fatal = True
+        if self.fatal is None:
+            self.fatal = self.scrub(what)
+        return None, reason
+
+    def _gave_up(self, answer: Answer, last: str, attempts: int, silent: list[_Endpoint]) -> tuple[None, str]:
+        """The request used its ``attempts``, the last failing with ``last``. A server it tried
+        that never replied to anyone is given up on; with none left, so is the run."""
+        reason = f"{last} (gave up after {attempts} attempts)"
+        for ep in silent:
+            if not ep.contact.replied:
+                ep.contact.give_up(f"{last}, {attempts} attempt{'s' if attempts > 1 else ''}")
+        dead = [ep for ep in self._endpoints if ep.contact.dead is not None]
+        if dead and len(dead) == len(self._endpoints):
+            return self._stop(answer, reason, self._dead_line(dead))
+        return None, reason
+
+    @staticmethod
+    def _dead_line(dead: list[_Endpoint]) -> str:
+        """What to tell people when no server ever replied."""
+        urls = ", ".join(safe_url(ep.base_url) for ep in dead)
+        return (f"the server at {urls} answered no request (the first: {dead[0].contact.dead}); check that it is "
+                "up and serves --model, or raise --timeout")
 
     async def embed(self, texts: list[str], extra: dict[str, Any] | None = None) -> tuple[list[list[float]] | None,
                                                                                         Answer]:

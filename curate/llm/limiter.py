@@ -161,3 +161,65 @@ class AdaptiveLimit:
             if not fut.done():  # a waiter cancelled a moment ago is passed over
                 self.in_flight += 1
                 fut.set_result(None)
+
+
+class FirstContact:
+    """Until a server has replied once, one request at a time tries it (the probe).
+
+    The adaptive limit starts at one and grows only on answers, so against a server that never
+    answers each request waited for the one before it to time out: a run cost a timeout per
+    request, whatever ``--concurrency``. Here the probe tries the server with all its retries
+    while the other requests wait; the first reply of any kind (an error status too: someone is
+    there) opens the gate for good, and a probe that gives up without one marks the server
+    ``dead``, so the waiting requests, and every later one, are refused at once instead of each
+    timing out in turn. The gate only decides when a request may go, like the limit."""
+
+    def __init__(self) -> None:
+        self.replied = False
+        self.dead: str | None = None  # why the server is given up on (its probe's last failure)
+        self._probing = False
+        self._waiting: deque[asyncio.Future] = deque()
+
+    @property
+    def open(self) -> bool:
+        """No more probing: the server replied, or it is given up on."""
+        return self.replied or self.dead is not None
+
+    async def turn(self) -> bool:
+        """Wait while another request probes; True when this request is the probe (it then
+        calls :meth:`release` when its attempts are over or the server replied)."""
+        while not self.open:
+            if not self._probing:
+                self._probing = True
+                return True
+            fut = asyncio.get_running_loop().create_future()
+            self._waiting.append(fut)
+            try:
+                await fut
+            finally:
+                if fut in self._waiting:  # cancelled while waiting
+                    self._waiting.remove(fut)
+        return False
+
+    def reply(self) -> None:
+        """The server sent a reply: the gate opens for every request."""
+        self.replied = True
+        self._wake()
+
+    def give_up(self, reason: str) -> None:
+        """The probe gave up without a reply: refuse every request from now on."""
+        if not self.replied:
+            self.dead = reason
+        self._wake()
+
+    def release(self) -> None:
+        """The probe is over (answered, given up or cancelled): another may probe if still shut."""
+        self._probing = False
+        self._wake()
+
+    def _wake(self) -> None:
+        """Everyone waiting looks again: all go when open, else the first to run probes next."""
+        while self._waiting:
+            fut = self._waiting.popleft()
+            if not fut.done():
+                fut.set_result(None)
