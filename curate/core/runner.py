@@ -17,7 +17,9 @@ No stage opens a run itself. What that buys, the same for every stage:
   that is (nearly) full, is one line naming the path before any model is loaded; a disk that
   fills up while writing is the same line, with the old outputs untouched.
 * **Lineage.** ``run.json`` (stage, the run's fingerprint, parameters, input hashes, counts in / kept / dropped by
-  reason, timings, versions, outputs) and, where the stage drops anything, ``rejected.jsonl``.
+  reason, timings, versions, outputs) and, where the stage drops anything, ``rejected.jsonl``. An
+  input that another stage's run beside this one made is also named by its path from the run
+  folder (``run_path``), so a reader can check it is still the product this run was made from.
 
 Stages that resume by appending (generate) run with ``staged=False``: they get the lock and
 ``run.json``, and write into ``OUT`` itself. ``folder_lock`` is the lock alone, for a step that

@@ -12,7 +12,10 @@ Recall@100 and MRR@10 before and after.
 It is a stage: its folder (``RUN/train`` unless ``--out``) is opened by the runner, a killed run
 leaves nothing half-written and starts again cleanly, and the same command again is "done
 earlier" (training is the slow part). The fingerprint is the export's training files, the eval
-folders and the options, so a new export trains again. Training runs in one process (on a GPU
+folders and the options, so a new export trains again. An export that is not from the run's
+current upstream (a pipeline re-run that stopped before it, or a stage before it made anew since)
+is refused in one line before anything loads: the stage runner checks every stage's inputs so
+(``curate.core.stage.check_upstream``). Training runs in one process (on a GPU
 when there is one): a single model's optimiser steps do not split across Ray workers; ``curate
 ablate --executor ray`` runs many trainings at once instead.
 """
