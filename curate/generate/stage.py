@@ -10,7 +10,8 @@ in turn and then asks for every family's items in one queue, families interleave
 ``OUT/brainstorm_summary.json`` are written at the end. The run appends as it goes, so a killed run resumes: it is not staged,
 but the run folder's lock keeps a second run off the same ``out``. A complete generate run puts
 ``generated.jsonl`` in item order (``write_in_item_order``), so the same command gives the same
-file whatever order the answers came back in.
+file whatever order the answers came back in. A run that made no record at all, or whose queue
+a failure no retry fixes stopped (``curate.generate.queue``), ends with exit 2 and the reason.
 """
 
 from __future__ import annotations

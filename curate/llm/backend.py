@@ -3,6 +3,8 @@
 Every LLM task (brainstorm, generate, from-pairs, the judges) talks to a ``Backend``: one
 method, ``ask_json(messages, schema, params, seed) -> Answer``, plus ``cfg`` (the run's
 ``ClientConfig``: the model records name, the concurrency), ``requests_sent`` and ``close()``.
+A backend that knows a failure holds for every request (a refused key) marks the answer
+``fatal`` and may say why in its own ``fatal`` (one line): generate then stops its queue.
 The OpenAI-compatible client (vLLM, llama.cpp, hosted APIs) is the backend for
 ``http``/``https`` URLs. Another backend is one module: a class with those members,
 registered for a URL scheme,

@@ -25,6 +25,9 @@ floor, so a server that became slower for good is re-learned there.
 
 Only when requests are sent changes, never which are sent or what they say. Time spent waiting
 for a slot here is not time at the server: the caller's timeout starts once the slot is held.
+
+Before a server has replied at all, ``FirstContact`` lets one request try it at a time, so a
+server that never answers costs one request's attempts, not a timeout per request.
 """
 
 from __future__ import annotations

@@ -288,3 +288,41 @@ def test_a_server_of_known_slots_gets_them_all_from_the_first_request():
     with fake_llm_server(capacity=2) as srv:  # a server that queues: an adaptive client would cut back
         first, answers, limit = asyncio.run(run(srv.base_url))
     assert first == limit == 4 and all(a.ok for a in answers)
+
+
+# --------------------------------------------------------------------------- before the first reply
+
+
+def test_a_server_that_never_replied_is_tried_by_one_request_then_given_up():
+    """The limit starts at one and grows on answers: without the first-contact gate, 16 requests
+    to a server that answers nothing timed out one after another."""
+    async def run(url: str):
+        client = _client(url, concurrency=16, timeout=0.5, max_retries=0)
+        started = time.monotonic()
+        answers = await _ask(client, "FAULTS[ok]", 16, "silent")
+        elapsed = time.monotonic() - started
+        await client.close()
+        return answers, elapsed, client.fatal
+
+    with fake_llm_server(silent=True) as srv:
+        answers, elapsed, fatal = asyncio.run(run(srv.base_url))
+        sent = len(srv.chat_requests)
+    assert sent == 1 and elapsed < 16 * 0.5 / 4, (sent, elapsed)
+    assert all(a.fatal and not a.ok for a in answers)
+    assert fatal.startswith(f"the server at {srv.base_url} answered no request")
+
+
+def test_a_server_that_replied_once_is_never_given_up_on():
+    """Timeouts after the first reply are load (the limit is cut), not a dead server."""
+    async def run(url: str):
+        client = _client(url, concurrency=8, timeout=0.3, max_retries=0)
+        first = await _ask(client, "FAULTS[ok]", 4, "up")
+        slow = await _ask(client, "FAULTS[timeout]", 3, "slow")
+        later = await _ask(client, "FAULTS[ok]", 4, "again")
+        await client.close()
+        return first, slow, later, client.fatal
+
+    with fake_llm_server(timeout_sleep=3) as srv:
+        first, slow, later, fatal = asyncio.run(run(srv.base_url))
+    assert all(a.ok for a in first + later) and fatal is None
+    assert all(a.reason.startswith("timeout") and not a.fatal for a in slow)
