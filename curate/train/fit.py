@@ -6,7 +6,8 @@ MultipleNegativesRankingLoss (default), the two distillation losses that read th
 ``label`` column (the teacher's scores: ``margin-mse`` on the positive-minus-negative margins,
 as GPL trains, ``distill-kl`` on the teacher's softmax over each row's texts), their sum
 ``mnrl+distill-kl`` (the row's texts ranked as the teacher ranks them, and every other row's
-texts still in the softmax as negatives, which distillation alone never sees), or ``masked``,
+texts still in the softmax as negatives, which distillation alone never sees; the KL unscaled and
+weighed by ``distill_weight``, so both terms count), or ``masked``,
 the contrastive loss with likely false negatives masked: GISTEmbedLoss with the teacher as its
 guide (its cached form, which takes several negatives a row), so an in-batch or hard negative
 the teacher scores above 95% of the positive (the positive-aware rule mining applies, ``margin``
@@ -59,6 +60,14 @@ class Training:
     order: Literal["export", "no-duplicates"] | None = None
     # distill-kl (alone or beside mnrl) and masked: the softmax temperature on cosines (0.05 is MNRL's scale of 20)
     temperature: float = field(default=0.05, metadata={"min": 0.0, "min_open": True})
+    teacher_temperature: float | None = field(default=None, metadata={
+        "min": 0.0, "min_open": True,
+        "help": "distill-kl and mnrl+distill-kl: the temperature on the teacher's scores (None: the student's, "
+                "right for cosine scores on the student's own scale; CADET uses 0.3)."})
+    distill_weight: float = field(default=1.0, metadata={
+        "min": 0.0,
+        "help": "mnrl+distill-kl: the weight of the distillation term beside the contrastive one (its KL unscaled, "
+                "so 1 gives both terms gradients of one size; 10 is CADET's contrastive weight 0.1)."})
     # masked: a candidate the teacher scores above (1 - margin) x the positive's score is masked
     margin: float = field(default=0.05, metadata={"min": 0.0, "max": 1.0})
 
@@ -104,12 +113,15 @@ def make_loss(model, training: Training, rows, guide: str | None, batch_size: in
             raise CurateError(f"loss {training.loss} needs a negative on each row, and these rows have none")
     if training.loss == "margin-mse":
         return losses.MarginMSELoss(model)
-    if training.loss == "distill-kl":
-        return losses.DistillKLDivLoss(model, temperature=training.temperature)
+    if training.loss == "distill-kl":  # alone its T^2 factor is harmless: Adam does not see a loss's scale
+        teacher = {} if training.teacher_temperature is None else {"teacher_temperature": training.teacher_temperature}
+        return losses.DistillKLDivLoss(model, temperature=training.temperature, **teacher)
     if training.loss == "mnrl+distill-kl":
         from curate.export.contrast_distill import ContrastAndDistill  # the loss the export ships
 
-        return ContrastAndDistill(model, temperature=training.temperature)
+        return ContrastAndDistill(model, temperature=training.temperature,
+                                  teacher_temperature=training.teacher_temperature,
+                                  distill_weight=training.distill_weight)
     if training.loss == "masked":
         # the cached form takes any number of negatives a row; one mini-batch a batch, so it computes what
         # the plain form would; no anchor-anchor or positive-positive terms, so only the masking differs

@@ -1,0 +1,105 @@
+"""Both parts of the combined loss move the student: on a real batch (the bundled MiniLM, SciFact
+claims with their evidence and two other abstracts, a teacher's scores in ``label``), the gradient
+of each part is within a factor of 100 of the other's. The old sum, with sentence-transformers'
+``DistillKLDivLoss`` scaled by the temperature squared, fails the same check (its distillation
+part was about 2,500 times too small), so the check has teeth."""
+
+from __future__ import annotations
+
+import pytest
+
+from curate.export.contrast_distill import ContrastAndDistill
+from tests.helpers import SHARED_DATA
+
+ROWS = 6
+FACTOR = 100  # the issue's bar: neither part may be more than this many times smaller than the other
+
+
+@pytest.fixture(scope="module")
+def student():
+    from curate.train.fit import load_student
+
+    model = load_student(None)
+    model.max_seq_length = 64  # the CPU budget's cut; the gradients' sizes do not depend on it
+    model.eval()  # no dropout: the same gradients on every run
+    return model
+
+
+@pytest.fixture(scope="module")
+def batch(student):
+    """(features of anchor, positive, negative_1, negative_2; the teacher's scores), as the trainer hands them."""
+    import torch
+
+    from curate.datasets.beir import load_beir
+
+    if not (SHARED_DATA / "scifact" / "corpus.jsonl").exists():  # pragma: no cover
+        pytest.skip("no SciFact copy at hand")
+    data = load_beir(SHARED_DATA / "scifact", "train")
+    qids = list(data.qrels)[:ROWS]
+    pool = [d for d in data.corpus if not any(d in data.qrels[q] for q in qids)][:2 * ROWS]
+    columns = [[data.queries[q] for q in qids], [data.corpus[next(iter(data.qrels[q]))] for q in qids],
+               [data.corpus[pool[2 * k]] for k in range(ROWS)], [data.corpus[pool[2 * k + 1]] for k in range(ROWS)]]
+    prepare = getattr(student, "preprocess", None) or student.tokenize  # preprocess: sentence-transformers >= 6
+    features = [{k: v.to(student.device) if isinstance(v, torch.Tensor) else v for k, v in prepare(texts).items()}
+                for texts in columns]
+    # scores the way a hybrid teacher gives them: the positive ahead, the negatives not far behind
+    labels = torch.tensor([[0.70 - 0.01 * k, 0.58 + 0.01 * k, 0.46] for k in range(ROWS)], device=student.device)
+    return features, labels
+
+
+def _grad_norm(term, params) -> float:
+    import torch
+
+    grads = torch.autograd.grad(term, params, retain_graph=True, allow_unused=True)
+    return float(torch.sqrt(sum((g.float() ** 2).sum() for g in grads if g is not None)))
+
+
+def _part_norms(terms: dict, model) -> dict[str, float]:
+    """Each part's gradient norm over the model's parameters, each part differentiated on its own."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    return {name: _grad_norm(term, params) for name, term in terms.items()}
+
+
+def _ratio(norms: dict[str, float]) -> float:
+    big, small = max(norms.values()), min(norms.values())
+    return big / small if small > 0 else float("inf")
+
+
+@pytest.mark.parametrize("options", [{}, {"teacher_temperature": 0.3, "distill_weight": 10.0}],
+                         ids=["default", "cadet"])
+def test_each_part_of_the_sum_moves_the_student(student, batch, options):
+    features, labels = batch
+    loss = ContrastAndDistill(student, temperature=0.05, **options)
+    norms = _part_norms(loss(features, labels), student)
+    assert set(norms) == {"contrast", "distill"}
+    assert all(n > 0 for n in norms.values()), norms
+    assert _ratio(norms) <= FACTOR, norms
+
+
+def test_the_old_sum_fails_the_same_check(student, batch):
+    """The sum as it was: ``DistillKLDivLoss`` at temperature 0.05, whose loss carries a factor of 0.0025."""
+    try:  # sentence-transformers >= 6
+        from sentence_transformers.base.losses.merged_forward import embed_columns
+        from sentence_transformers.sentence_transformer.losses import (DistillKLDivLoss,
+                                                                       MultipleNegativesRankingLoss)
+    except ImportError:  # pragma: no cover - older releases: the check above is the one that matters
+        pytest.skip("sentence-transformers before 6 has no shared forward to compare on")
+    features, labels = batch
+    embeddings = embed_columns(student, features)
+    terms = {"contrast": MultipleNegativesRankingLoss(student).compute_loss_from_embeddings(embeddings, None),
+             "distill": DistillKLDivLoss(student, temperature=0.05).compute_loss_from_embeddings(embeddings, labels)}
+    assert _ratio(_part_norms(terms, student)) > FACTOR
+
+
+def test_the_training_options_reach_the_loss(student):
+    """``Training``'s knobs are the loss's: what an ablation arm or ``curate train`` sets is what trains."""
+    from datasets import Dataset
+
+    from curate.train.fit import Training, make_loss
+
+    rows = Dataset.from_dict({"anchor": ["q"], "positive": ["p"], "negative_1": ["n"], "label": [[0.7, 0.5]]})
+    loss = make_loss(student, Training(loss="mnrl+distill-kl", teacher_temperature=0.3, distill_weight=10.0),
+                     rows, None, 2)
+    assert (loss.temperature, loss.teacher_temperature, loss.distill_weight) == (0.05, 0.3, 10.0)
+    plain = make_loss(student, Training(loss="mnrl+distill-kl"), rows, None, 2)
+    assert (plain.teacher_temperature, plain.distill_weight) == (0.05, 1.0)  # the student's temperature, equal parts
