@@ -28,6 +28,7 @@ from curate.export.inputs import load_inputs
 from curate.export.instructions import Instruction, resolve
 from curate.export.levels import GAP_BINS, assign_levels
 from curate.export.rows import ExportRow
+from curate.export.targets import disagreement
 from curate.export.splits import split_dev
 from curate.core.stage import REPORT, STAGES, FunnelRow, Stage
 from curate.core.runner import Drop
@@ -282,6 +283,7 @@ def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: 
                                 "task_order": opts.task_order, "mixed_tail": opts.mixed_tail},
                       split=split_info, hub={**hub, **({"license_missing_for": unlicensed} if unlicensed else {})},
                       out=Path(opts.out), audit=audit, languages=languages)
+    card.update(disagreement(rows))  # rows whose teacher ranks a negative at or above the positive
     report = _write(run.dir, writers, rows, card, started)
     if audit is not None:  # the time with the report's timings: the card stays the same for the same data
         report["timings"] = {"audit": audit_seconds}
@@ -344,6 +346,12 @@ def summary(report: dict[str, Any], out: Path) -> list[str]:
                f"relabelled: every negative of {auto['records_relabelled']} records judged not relevant"
                if auto.get("records_relabelled") else "no record has a teacher rank")
         lines.append(f"  negatives a row: {auto['chose']}, chosen by auto: {why}")
+    disagree = report.get("label_targets") or {}
+    if disagree.get("false_negative_candidates"):
+        lines.append(f"  teacher scores a negative at or above the positive on {disagree['false_negative_candidates']} "
+                     f"of {disagree['rows_scored']} rows ({', '.join(disagree['examples'])}"
+                     f"{', ...' if disagree['false_negative_candidates'] > len(disagree['examples']) else ''}): false-negative "
+                     "candidates; the sentence-transformers label puts the positive first")
     if report.get("audit"):
         from curate.audit import summary_lines
 

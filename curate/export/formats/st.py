@@ -3,8 +3,9 @@
 The sentence-transformers trainer feeds every column to the loss as text except one named
 ``label`` (or ``score``), which it hands the loss as its labels; so ids stay out and the teacher's
 scores go in ``label``: for each row, the score of the positive, then of each negative in column
-order. That one list is what both of its distillation losses read (``DistillKLDivLoss`` as
-scores, ``MarginMSELoss`` turns it into margins itself), and the contrastive losses ignore it, so
+order (the positive's never below a negative's: ``curate.export.targets``). That one list is what
+both of its distillation losses read (``DistillKLDivLoss`` as scores, ``MarginMSELoss`` turns it
+into margins itself), and the contrastive losses ignore it, so
 the same files train either way. The column is written only when every row of every split has
 a score for each text it carries (a negative borrowed from another row has none): a loss cannot
 take a missing target, and one schema serves every split. Every split has the same ``n`` (the
@@ -26,6 +27,7 @@ from curate.export.formats.common import atomic_path, fill_negatives, split_indi
 from curate.export.formats.parquet import shard_rows, write_shards
 from curate.export.formats.usage import Settings
 from curate.export.rows import ExportRow
+from curate.export.targets import agreeing_positive
 
 SAMPLER_FILE = "sequential_sampler.py"
 # Read as text, not imported: importing it would load torch for every export.
@@ -153,14 +155,16 @@ def _teacher(card: dict) -> tuple[str, bool]:
 
 def row_labels(row: ExportRow, negs: list[str]) -> list[float] | None:
     """The teacher's scores of the row's positive and of each negative as written (``negs``: its own,
-    maybe repeated to fill the row), or None when one is unknown: a borrowed negative, an unscored row."""
+    maybe repeated to fill the row), or None when one is unknown: a borrowed negative, an unscored row.
+    The positive's score is never below a negative's (``curate.export.targets``: lifted where the
+    teacher disagrees with the label)."""
     own = teacher_scores(row, list(row.negatives))
     if own is None:
         return None
     by_text = dict(zip(row.negatives, own[1]))
     if any(t not in by_text for t in negs):
         return None
-    return [own[0], *(by_text[t] for t in negs)]
+    return [agreeing_positive(*own), *(by_text[t] for t in negs)]
 
 
 def _columns(n: int, scored: bool) -> dict[str, str]:
@@ -169,5 +173,7 @@ def _columns(n: int, scored: bool) -> dict[str, str]:
         cols["negative_1 .. negative_%d" % n] = "negatives, in the row's order"
     if scored:
         cols["label"] = (f"the teacher's scores: the positive's, then each negative's in column order ({n + 1} "
-                         "numbers); the distillation losses read it, the contrastive ones ignore it")
+                         "numbers; where the teacher put a negative at or above the positive, the positive's is "
+                         "lifted just above it: see label targets); the distillation losses read it, the "
+                         "contrastive ones ignore it")
     return cols
