@@ -21,9 +21,10 @@ one place a run folder is opened:
 * **one report name**: ``report.json`` in every stage's folder, written from what the run
   function returns;
 * **no finished result lost without a word**: a run that replaces another finished run in its
-  folder (another seed, input or stage) keeps that run in ``.curate-replaced/<fingerprint:12>/``
-  inside the folder first and says so in one line; only the latest replaced run is kept there,
-  so a folder holds at most two results (``keep_replaced``);
+  folder (another seed, input or stage) keeps that run beside the folder, in
+  ``.curate-replaced/<folder's name>/<fingerprint:12>/`` (hidden, so no reader of the run takes it
+  for a stage, and the folder itself holds only the current run), and says so in one line; only
+  the latest replaced run per folder is kept (``keep_replaced``);
 * **no stale product read**: before a run reads another stage's product, the chain behind that
   product is checked (``stale_reason``): a stage the pipeline's latest run has not reached, or
   one made from bytes its upstream no longer holds, is an earlier run's, and the run stops with
@@ -55,7 +56,7 @@ from curate.core.runner import REJECTED, REPORT, RUN_JSON, folder_lock, open_run
 
 MARKER = ".curate-done.json"  # a ".curate" name: stages that check their folder pass it by
 STARTED = ".curate-started.json"  # an appending stage's fingerprint, written before it starts
-REPLACED = ".curate-replaced"  # the latest finished run a re-run replaced (hidden: no reader takes it for the run)
+REPLACED = ".curate-replaced"  # beside a folder: the latest finished run a re-run there replaced
 DONE, RAN = "done earlier", "ran"
 _SECRET_FIELDS = frozenset({"api_key"})  # never hashed into anything written
 # How and where the work runs, not what it makes: left out of every fingerprint, so a rerun
@@ -267,13 +268,15 @@ def run_stage(stage: Stage, opts: Any, *, resume: bool = False, quiet: bool = Fa
 
 def keep_replaced(folder: Path, marker: dict[str, Any], move: bool) -> Path:
     """Keep the finished run in ``folder`` (its ``marker``) that a run is about to replace, in
-    ``folder/.curate-replaced/<its fingerprint:12>/``, and return where. Only the latest replaced
+    ``.curate-replaced/<folder's name>/<its fingerprint:12>/`` beside ``folder`` (a pipeline's
+    stage: inside the run folder), and return where. Only the latest replaced
     run is kept: once the run replaces it, the one kept before goes (``_drop_older``), so re-runs
     never pile copies up; a staged run that fails replaced nothing, and its copy goes instead. The
     files are hard links where the file system allows (a staged run swaps new files in beside
     them, so no byte is copied); ``move``: moved instead, for a run that writes into the folder
     itself (an appending stage, which would clear them anyway)."""
-    kept = folder / REPLACED / str(marker.get("fingerprint") or "unknown")[:12]
+    named = folder if folder.name else folder.resolve()  # "--out ." has no name of its own
+    kept = named.parent / REPLACED / named.name / str(marker.get("fingerprint") or "unknown")[:12]
     with folder_lock(folder):
         shutil.rmtree(kept, ignore_errors=True)
         kept.mkdir(parents=True)

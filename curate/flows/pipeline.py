@@ -21,7 +21,7 @@ stages in their folders, but not as this run's: ``pipeline.json`` names the stag
 is made of and those it reached (``members``), so every reader of the run (``curate train``,
 ``curate report``, an export's ``--in``) finds such a folder to be an earlier run's
 (``curate.core.stage.stale_reason``). A stage that re-runs with other options or inputs keeps the
-finished run it replaces in its ``.curate-replaced/`` folder first, and says so.
+finished run it replaces in ``RUN/.curate-replaced/<stage>/`` first, and says so.
 """
 
 from __future__ import annotations

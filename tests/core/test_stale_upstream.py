@@ -82,7 +82,7 @@ def test_a_rerun_with_another_input_keeps_the_finished_result_it_replaces(chain)
     marker = json.loads((run / "convert" / ".curate-done.json").read_text())
     proc = _convert(_labelled(tmp / "second.jsonl", "red blue green black white grey pink gold"), run)
     assert proc.returncode == 0, proc.stderr
-    kept = run / "convert" / ".curate-replaced" / marker["fingerprint"][:12]
+    kept = run / ".curate-replaced" / "convert" / marker["fingerprint"][:12]
     assert (kept / "converted.jsonl").read_bytes() == earlier and (kept / "report.json").is_file()
     assert (run / "convert" / "converted.jsonl").read_bytes() != earlier, "the new run's records are the folder's"
     said = " ".join((proc.stdout + proc.stderr).split())
@@ -93,11 +93,11 @@ def test_a_rerun_with_another_input_keeps_the_finished_result_it_replaces(chain)
     bad.write_text("{not json\n", encoding="utf-8")
     failed = _convert(bad, run)  # replaces nothing: no copy of the run still in place, one line said
     assert_one_line_error(failed, "invalid JSON")
-    assert [p.name for p in (run / "convert" / ".curate-replaced").iterdir()] == [kept.name]
+    assert [p.name for p in (run / ".curate-replaced" / "convert").iterdir()] == [kept.name]
 
     second = json.loads((run / "convert" / ".curate-done.json").read_text())["fingerprint"]
     assert _convert(_labelled(tmp / "third.jsonl", "one two three four"), run).returncode == 0
-    assert [p.name for p in (run / "convert" / ".curate-replaced").iterdir()] == [second[:12]], \
+    assert [p.name for p in (run / ".curate-replaced" / "convert").iterdir()] == [second[:12]], \
         "only the latest replaced run is kept"
     again = _convert(tmp / "third.jsonl", run)
     assert again.returncode == 0 and "kept in" not in again.stdout + again.stderr, "the same run replaces nothing"

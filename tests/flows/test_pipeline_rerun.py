@@ -4,7 +4,7 @@ Two promises, through the real command line and the scripted chat server: a re-r
 at generate (the model answers nonsense) leaves the earlier run's later stages in their folders,
 and nothing that reads the run takes them for this run's (`curate train` refuses, `curate
 export --in` refuses, the report names them as an earlier run's); and a re-run that replaces a
-finished result keeps it, once, in the stage's `.curate-replaced/` folder and says so.
+finished result keeps it, once, in `RUN/.curate-replaced/<stage>/` and says so.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def test_a_rerun_stopped_at_generate_is_never_read_as_the_earlier_runs_export(fi
     assert [row["stage"] for row in data["funnel"]] in ([], ["generate"])
     assert data["earlier"] == list(LATER), "the earlier run's stages are named as such, not shown as this run's"
 
-    kept = list((run / "generate" / ".curate-replaced").iterdir())
+    kept = list((run / ".curate-replaced" / "generate").iterdir())
     assert len(kept) == 1 and (kept[0] / "generated.jsonl").read_bytes() == generated, "seed 0's records kept"
     said = " ".join(proc.stderr.split())
     assert f"generate: --seed changed since the run in {run / 'generate'}" in said
@@ -103,14 +103,15 @@ def test_a_rerun_that_replaces_finished_results_keeps_the_latest_of_each_and_say
     proc = _pipeline(first["srv"], run, "--seed", "1")
     assert proc.returncode == 0, proc.stderr
     said = " ".join(proc.stderr.split())
+    assert not list(run.glob("*/.curate-replaced")), "each stage folder holds its current run only"
     for stage, report in before.items():
-        (kept,) = (run / stage / ".curate-replaced").iterdir()
+        (kept,) = (run / ".curate-replaced" / stage).iterdir()
         assert (kept / "report.json").read_bytes() == report, f"{stage}: the earlier finished report, kept"
         assert kept.name == _fingerprint(first["run"] / stage)[:12]
         assert (kept / ".curate-done.json").is_file() and (kept / "run.json").is_file()
         assert f"changed since the run in {run / stage}" in said and f"kept in {kept}" in said, stage
-    assert all((run / "export" / ".curate-replaced" / kept.name / r).is_file()
-               for kept in (run / "export" / ".curate-replaced").iterdir() for r in rows), "the earlier rows too"
+    assert all((kept / r).is_file()
+               for kept in (run / ".curate-replaced" / "export").iterdir() for r in rows), "the earlier rows too"
     from curate.core.stage import stale_reason
 
     assert stale_reason(run / "export") is None, "the new export is the run's own"
@@ -119,7 +120,7 @@ def test_a_rerun_that_replaces_finished_results_keeps_the_latest_of_each_and_say
     again = _pipeline(first["srv"], run, "--seed", "2")
     assert again.returncode == 0, again.stderr
     for stage in before:
-        kept = [p.name for p in (run / stage / ".curate-replaced").iterdir()]
+        kept = [p.name for p in (run / ".curate-replaced" / stage).iterdir()]
         assert kept == [seed_1[stage][:12]], f"{stage}: only the latest replaced run (seed 1's) is kept"
 
 
