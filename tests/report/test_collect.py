@@ -53,8 +53,12 @@ def test_a_pipeline_runs_page_holds_its_funnel_records_and_drops(demo):
     titles = {c["title"] for c in data["charts"]}
     assert {"teacher scores", "margins", "positive ranks"} <= titles
     split = funnel["export"]["formats"]["sentence-transformers"]
-    assert [d["stage"] for d in data["details"]] == ["export"], "the export stage's own table, drawn from its report"
-    assert dict(data["details"][0]["rows"])["rows"] == f"train {split['train']}, dev {split['dev']}"
+    assert [d["stage"] for d in data["details"]] == ["mine", "export"], "each stage's own table, drawn from its report"
+    details = {d["stage"]: dict(d["rows"]) for d in data["details"]}
+    assert details["export"]["rows"] == f"train {split['train']}, dev {split['dev']}"
+    # where the kept negatives rank, as mine's summary says it (issue 52: easy negatives made visible)
+    ranks = json.loads((out / "mine" / "report.json").read_text())["negative_ranks"]
+    assert details["mine"]["negatives' ranks"].startswith(f"kept negatives rank {ranks['min']}-{ranks['max']} ")
 
 
 @pytest.mark.parametrize("stage", ["generate", "filter", "mine", "export"])
@@ -71,7 +75,7 @@ def test_a_single_stage_folder_has_a_page_too(demo, stage, tmp_path):
         assert drops and all(r["query"] for r in drops)
         assert len([r for r in data["records"] if r["status"] == "kept"]) == len(read_jsonl(out / "filter" / "filtered.jsonl"))
     if stage == "export":
-        assert dict(data["details"][0]["rows"])["formats"] == "sentence-transformers" and data["records"] == []
+        assert dict(data["details"][-1]["rows"])["formats"] == "sentence-transformers" and data["records"] == []
 
 
 def test_the_sample_is_seeded_and_the_counts_stay_exact(tmp_path):
