@@ -11,6 +11,7 @@ the README tour's dataset commands (``mine``, ``export``, ``eval``) in a fresh f
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from pathlib import Path
@@ -159,3 +160,82 @@ def test_every_flag_an_option_table_names_is_the_commands(command, page):
     named = {f for row in re.findall(r"^\| (`-[^|]*)\|", text, re.M) for f in re.findall(r"`(-{1,2}[\w-]+)", row)}
     assert named, f"docs/{page} has an option table"
     assert named - known == set(), f"docs/{page} names flags `curate {command}` does not have"
+
+
+# --- docs/cli.md row by row against --help ------------------------------------------------------
+
+WIDE = 10_000  # a terminal this wide wraps no help text, so a row is one line of --help
+
+
+@functools.cache
+def help_rows(path: tuple[str, ...]) -> dict[str, str]:
+    """``curate PATH... --help``'s options, by first flag: the text beside each, as printed."""
+    from click.testing import CliRunner
+
+    result = CliRunner().invoke(cli, [*path, "--help"], terminal_width=WIDE, max_content_width=WIDE)
+    assert result.exit_code == 0, result.output
+    options = result.output.split("\nOptions:\n", 1)[1].split("\n\n", 1)[0]
+    rows: dict[str, str] = {}
+    flag = None
+    for line in options.splitlines():
+        if line.startswith("  -"):  # a new option: its flags, two spaces, its help
+            spec, _, text = line[2:].partition("  ")
+            flag = re.search(r"-{1,2}[\w-]+", spec)[0]
+            rows[flag] = text
+        elif flag:  # a long spec puts the help on the next line
+            rows[flag] += " " + line
+    return {f: " ".join(t.split()) for f, t in rows.items()}
+
+
+def page_rows() -> dict[tuple[str, ...], dict[str, str]]:
+    """docs/cli.md's option rows, by command path and first flag: the text of the `what` cell."""
+    sections: dict[tuple[str, ...], dict[str, str]] = {}
+    rows: dict[str, str] = {}
+    for line in (REPO / "docs" / "cli.md").read_text(encoding="utf-8").splitlines():
+        if line.startswith("## curate "):
+            rows = sections.setdefault(tuple(line.split()[2:]), {})
+        elif line.startswith("| `-"):
+            cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+            rows[re.search(r"`(-{1,2}[\w-]+)", cells[0])[1]] = cells[-1]
+    return sections
+
+
+def test_every_option_on_the_reference_page_reads_as_its_help():
+    """Each option's text on docs/cli.md is what `curate CMD --help` prints beside it (the
+    placeholders filled, the [default/env var] notes kept), whitespace aside."""
+    from curate.cli.reference import command_paths
+
+    page = page_rows()
+    wrong = []
+    for path in command_paths():
+        shown = help_rows(tuple(path))
+        on_page = page.get(tuple(path), {})
+        assert on_page.keys() == shown.keys() - {"-h"}, f"curate {' '.join(path)}: options differ"
+        wrong += [f"curate {' '.join(path)} {flag}:\n  page: {on_page[flag]}\n  help: {shown[flag]}"
+                  for flag in on_page if on_page[flag] != shown[flag]]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_placeholder_is_left_on_the_reference_page():
+    """A ``{name}`` on docs/cli.md is one --help prints too (a template's own ``{host}``), never a
+    placeholder --help fills and the page left as written (``{formats}``, ``{presets}``)."""
+    page = page_rows()
+    left = []
+    for path, rows in page.items():
+        shown = " ".join(help_rows(path).values())
+        left += [f"curate {' '.join(path)} {flag}: {name}" for flag, text in rows.items()
+                 for name in re.findall(r"(?<!\{)\{\w+\}(?!\})", text) if name not in shown]
+    assert not left, "placeholders --help fills:\n" + "\n".join(left)
+
+
+def test_no_option_states_its_default_twice():
+    from curate.cli.reference import command_paths
+
+    twice = [f"curate {' '.join(path)} {flag}: {text}" for path in command_paths()
+             for flag, text in help_rows(tuple(path)).items() if text.count("[default:") > 1]
+    assert not twice, "\n".join(twice)
+
+
+def test_the_reference_page_keeps_the_env_var_notes():
+    api_key = page_rows()[("pipeline",)]["--api-key"]
+    assert "[env var: OPENAI_API_KEY]" in api_key

@@ -23,7 +23,8 @@ What a field becomes:
 * the default: the field's (``"cli_default"`` where the command line's differs from the API's);
   a field without one is required;
 * the help: ``"help"``; ``{name}`` in it is filled from ``help_vars`` (the enclosing field's
-  ``"help_vars"`` for a nested dataclass);
+  ``"help_vars"`` for a nested dataclass); a help that ends with its own ``[default: ...]``
+  note gets no second one from click;
 * ``"cli": False``: no option (an API-only field, such as a callback);
 * a field ``out`` with ``"path": "dir"`` is a run folder: parsed first, and a swap a killed run
   left half done there is finished before any other option is checked;
@@ -242,6 +243,8 @@ def _param(schema: type, f: dataclasses.Field, hint: Any, spec: _Fields,
         kw["metavar"] = meta["metavar"]
     if "envvar" in meta:
         kw.update(envvar=meta["envvar"], show_envvar=True)
+    if _states_default(help_text):
+        kw["show_default"] = False  # click's own note would say it a second time
     if "show_default" in meta:
         kw["show_default"] = meta["show_default"]
     if meta.get("hidden"):
@@ -264,6 +267,12 @@ def _param(schema: type, f: dataclasses.Field, hint: Any, spec: _Fields,
         option.names_from = dict(meta["help_names"])
         return option
     return click.Option(decls, **kw)
+
+
+def _states_default(help_text: str | None) -> bool:
+    """Whether a help text already ends with its own ``[default: ...]`` note (one written by
+    hand, as for a default that is no single value): click's would repeat it."""
+    return bool(help_text) and re.search(r"\[default: [^\]]*\]\.?\s*$", help_text) is not None
 
 
 def _settle_run_folder(ctx: click.Context, param: click.Parameter, value: Any) -> Any:

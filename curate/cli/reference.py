@@ -1,10 +1,11 @@
 """The command-line reference page (docs/cli.md), written from the commands themselves.
 
 Every option's flag, default and help text is declared once, on its stage's options dataclass
-(``curate.cli.options``); ``--help`` shows them, and this module writes the same declarations as
-one Markdown table per command, so the manual's reference cannot drift from the code. The
-pages of the manual explain; this one lists. A test checks that the committed page is what this
-module writes now.
+(``curate.cli.options``). This module writes, for each command, one Markdown table of the very
+help records ``--help`` prints (placeholders such as ``{formats}`` filled, the ``[default: ...;
+env var: ...]`` notes kept), so the manual's reference cannot drift from the terminal's. The
+pages of the manual explain; this one lists. Tests check that the committed page is what this
+module writes now, and that each row reads as ``curate CMD --help`` does.
 
     python -m curate.cli.reference > docs/cli.md
 """
@@ -16,7 +17,7 @@ import click
 HEADER = """# Command-line reference
 
 Every command and option, with its default, as `curate COMMAND --help` shows it. This page is
-written from the same declarations as `--help` (`python -m curate.cli.reference > docs/cli.md`),
+written from the same help records as `--help` (`python -m curate.cli.reference > docs/cli.md`),
 and a test fails when it is out of date. The pages under *Stages* explain what the options do.
 """
 
@@ -25,22 +26,16 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-_UNSET = getattr(click.core, "UNSET", object())  # click 8.2+: an option given no default
-
-
-def _default(param: click.Parameter) -> str:
-    default = param.default
-    if param.required:
-        return "required"
-    if default is _UNSET and isinstance(param, click.Option) and param.is_flag and not param.secondary_opts:
-        return "off"  # a plain switch
-    if default is None or default is _UNSET or default == () or callable(default):
-        return ""
-    if isinstance(param, click.Option) and param.is_flag:
-        return "on" if default else "off"
-    if isinstance(default, (list, tuple)):
-        default = " ".join(map(str, default))
-    return f"`{default}`"
+def help_text(param: click.Parameter, ctx: click.Context) -> str:
+    """The text ``--help`` prints beside ``param``, from the record click builds for it: the
+    placeholders filled the same way and the notes in brackets (default, env var, range,
+    required) kept, so the page says what the terminal says. An argument gets no notes from
+    click; a required one is marked here as an option would be."""
+    record = param.get_help_record(ctx)
+    text = record[1] if record else ""
+    if isinstance(param, click.Argument) and param.required:
+        text = f"{text}  [required]" if text else "[required]"
+    return text
 
 
 def _flags(param: click.Parameter) -> str:
@@ -52,32 +47,51 @@ def _flags(param: click.Parameter) -> str:
         f", `{o}`" for o in opts[1:])
 
 
-def command_table(name: str, cmd: click.Command) -> list[str]:
-    help_text = (cmd.help or "").split("\n\n")[0]
-    out = [f"## curate {name}", "", _cell(help_text), ""]
+def command_table(path: list[str]) -> list[str]:
+    """The section of ``curate PATH...``: its summary line and a row per option shown in --help."""
+    ctx = command_context(path)
+    cmd = ctx.command
+    summary = (cmd.help or "").split("\n\n")[0]
+    out = [f"## curate {' '.join(path)}", "", _cell(summary), ""]
     params = [p for p in cmd.params if not getattr(p, "hidden", False) and p.name != "help"]
     if params:
-        out += ["| option | default | what |", "| --- | --- | --- |"]
-        for p in params:
-            out.append(f"| {_flags(p)} | {_default(p)} | {_cell(getattr(p, 'help', None) or '')} |")
+        out += ["| option | what |", "| --- | --- |"]
+        out += [f"| {_flags(p)} | {_cell(help_text(p, ctx))} |" for p in params]
         out.append("")
     return out
 
 
-def markdown() -> str:
+def command_context(path: list[str]) -> click.Context:
+    """The context ``curate PATH... --help`` builds for the command at ``path`` (its parents'
+    contexts above it), so a help record reads the same settings there as here."""
+    from curate.cli import cli
+
+    ctx = click.Context(cli, info_name="curate")
+    for name in path:
+        ctx = click.Context(ctx.command.get_command(ctx, name), info_name=name, parent=ctx)
+    return ctx
+
+
+def command_paths() -> list[list[str]]:
+    """``[name]`` for each of curate's own commands and ``[group, name]`` for each of a group's,
+    in --help's order (a plugin's command is its author's to document, not this page's)."""
     from curate.cli import cli
 
     ctx = click.Context(cli)
-    lines = [HEADER]
+    paths = []
     for name in cli.list_commands(ctx):
         cmd = cli.get_command(ctx, name)
-        if cmd is None or name not in cli.commands:  # a plugin's command: not part of curate's reference
+        if cmd is None or name not in cli.commands:
             continue
-        if isinstance(cmd, click.Group):
-            for sub in cmd.list_commands(ctx):
-                lines += command_table(f"{name} {sub}", cmd.get_command(ctx, sub))
-        else:
-            lines += command_table(name, cmd)
+        subs = cmd.list_commands(ctx) if isinstance(cmd, click.Group) else [None]
+        paths += [[name, sub] if sub else [name] for sub in subs]
+    return paths
+
+
+def markdown() -> str:
+    lines = [HEADER]
+    for path in command_paths():
+        lines += command_table(path)
     return "\n".join(lines).rstrip() + "\n"
 
 
