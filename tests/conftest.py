@@ -23,3 +23,18 @@ def srv(request):
 
     with fake_llm_server(timeout_sleep=getattr(request.module, "FAKE_LLM_TIMEOUT_SLEEP", 5)) as s:
         yield s
+
+
+@pytest.fixture(scope="session")
+def demo(tmp_path_factory):
+    """`make demo`'s pipeline (data/demo's 12 documents through every stage on the embedded
+    default model), made once for the whole session: minutes with the bundled LLM, so the
+    report's tests and the docs' sample checks (tests/test_doc_samples.py) share one run."""
+    from tests.helpers import run_curate
+
+    tmp = tmp_path_factory.mktemp("report-demo")
+    out = tmp / "demo"
+    proc = run_curate("pipeline", "data/demo", "--out", str(out), "-n", "12",
+                      env={"CURATE_CACHE_DIR": str(tmp / "cache"), "NO_COLOR": "1", "COLUMNS": "200"}, timeout=3600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {"out": out, "proc": proc, "tmp": tmp}
