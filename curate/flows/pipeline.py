@@ -58,8 +58,8 @@ class PipelineOptions:
         "help": "Run folder: generate/, filter/, mine/, relabel/, export/ and pipeline.json (re-run to resume)."})
     n: int = field(default=200, metadata={  # passages sampled; one query each
         "flag": "--num-examples", "short": "-n", "min": 1,
-        "help": "Passages sampled with --seed, one query each (a few hundred suit the bundled CPU model: "
-                "minutes to an hour; a server takes thousands)."})
+        "help": "Passages sampled with --seed, one query each (the bundled CPU model takes tens of seconds "
+                "a passage on 2 cores, about 9 minutes for 20; a server takes thousands)."})
     seed: int = field(default=0, metadata={"help": "Seed for every per-item draw."})
     llm: LLMOptions = field(default_factory=LLMOptions)  # generate's backend, and relabel's judge
     # or from-corpus-multihop (queries over 2-3 related passages), or a spec file
@@ -81,7 +81,7 @@ class PipelineOptions:
     # queries trained the student below its untrained self, and distillation on hybrid scores above it
     # (docs: Benchmarks, "A stronger teacher, and training on its scores")
     scores: Literal["teacher", "hybrid"] = field(default="hybrid", metadata={
-        **MINE_SCORES.metadata, "help": MINE_SCORES.metadata["help"] + " [default: hybrid]"})
+        **MINE_SCORES.metadata})
     formats: tuple[str, ...] = field(default=("sentence-transformers",), metadata={
         "flag": "--format", "help_names": {"formats": "curate.export.formats:in_order"},
         "help": "Export format, as curate export takes it ({formats}, or all); repeatable."})

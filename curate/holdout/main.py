@@ -125,7 +125,7 @@ def present(f: dict[str, Any]) -> FunnelRow:
                 f"{f['min_documents']}; all {f['records_kept']} records train")
     else:
         text = (f"{f['documents_held_out']} of {f['documents_with_queries']} documents held out: "
-                f"{f['eval_queries']} queries in {f['eval']} (curate train scores on it); "
+                f"{f['eval_queries']} quer{'y' if f['eval_queries'] == 1 else 'ies'} in {f['eval']} (curate train scores on it); "
                 f"{f['records_kept']} records left for training")
         if f["dropped"]:
             text += f", {f['dropped']} dropped (a positive in or copied from a held-out document)"
