@@ -57,6 +57,7 @@ import click
 from click.core import ParameterSource
 
 from curate.core.errors import CurateError
+from curate.core.params import default_of
 
 
 class Command(click.Command):
@@ -201,7 +202,7 @@ def _param(schema: type, f: dataclasses.Field, hint: Any, spec: _Fields,
     multiple = origin in (tuple, list) or base in (tuple, list)
     pairs = origin is dict or base is dict
     element = _element(base) if multiple else base
-    default = meta.get("cli_default", _default(f))
+    default = meta.get("cli_default", default_of(f))
     required = f.name in spec.required or default is dataclasses.MISSING
     kw: dict[str, Any] = {"required": required}
     help_text = meta.get("help")
@@ -361,14 +362,6 @@ def _type(meta: Mapping[str, Any], hint: Any) -> click.ParamType | type | None:
         return str
     raise TypeError(f"no command-line type for {hint!r}: give the field a 'choices' or 'path', "
                     "or options_from(types={...})")
-
-
-def _default(f: dataclasses.Field) -> Any:
-    if f.default is not dataclasses.MISSING:
-        return f.default
-    if f.default_factory is not dataclasses.MISSING:
-        return f.default_factory()
-    return dataclasses.MISSING
 
 
 def _optional(hint: Any) -> Any:

@@ -61,7 +61,7 @@ def check_schema(where: str, schema: Any) -> None:
         raise CurateError(f"{where}: the annotations of {schema.__name__} cannot be read: "
                           f"{type(e).__name__}: {e}") from None
     for f in dataclasses.fields(schema):
-        default = _default_of(f)
+        default = default_of(f)
         if default is dataclasses.MISSING or default is None:
             continue
         here = f"{where}: the default of field {f.name!r}"
@@ -71,7 +71,8 @@ def check_schema(where: str, schema: Any) -> None:
             raise CurateError(f"{here} {problem}, got {default!r}")
 
 
-def _default_of(f: dataclasses.Field) -> Any:
+def default_of(f: dataclasses.Field) -> Any:
+    """A field's default, made by its factory where it has one (``MISSING``: none)."""
     if f.default is not dataclasses.MISSING:
         return f.default
     if f.default_factory is not dataclasses.MISSING:
