@@ -117,7 +117,8 @@ def _funnel_row(name: str, state: str | None, entry: dict[str, Any] | None) -> d
         value: Any = entry
         for part in key.split("."):
             value = value.get(part) if isinstance(value, dict) else None
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        # a number, or a short text a number needs beside it (train's verdict on its change)
+        if (isinstance(value, (int, float)) and not isinstance(value, bool)) or (isinstance(value, str) and value):
             row["cells"].append({"label": label, "value": value, "key": f"{name}.{key}"})
     row["dropped"] = dict(shown.dropped)
     for i, (step, n_in, kept, lost) in enumerate(shown.steps):

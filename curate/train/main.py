@@ -7,7 +7,10 @@ export chose), with the loss its card recommends: distillation on the teacher's 
 ``MultipleNegativesRankingLoss`` (``--loss`` picks another). The base model (default: the bundled
 all-MiniLM-L6-v2, offline) and the trained one are both evaluated on every ``--eval`` BEIR folder,
 and on the run's own held-out set when it has one (``RUN/holdout/eval``), so the report holds NDCG@10,
-Recall@100 and MRR@10 before and after.
+Recall@100 and MRR@10 before and after. Each evaluation also gets a verdict on its NDCG@10 change
+(``curate.evaluate.paired``): too few queries to say (for the held-out set, with the ``-n`` that would
+hold out enough), or the change's paired bootstrap interval and whether it is clear of zero. ``--light``
+samples the ``--eval`` folders only: the held-out set is small by nature, and a fifth of it says nothing.
 
 It is a stage: its folder (``RUN/train`` unless ``--out``) is opened by the runner, a killed run
 leaves nothing half-written and starts again cleanly, and the same command again is "done
@@ -26,16 +29,24 @@ import math
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from curate.core.errors import CurateError
 from curate.core.stage import STAGES, FunnelRow, Stage
 from curate.train.fit import Budget
 
+if TYPE_CHECKING:
+    from curate.evaluate.paired import Change
+
 MODEL = "model"
 FORMAT = "sentence-transformers"  # the export format the trainer reads
 HELD_OUT = "holdout/eval"  # a pipeline run's held-out BEIR folder, when it wrote one
 METRICS = ("ndcg@10", "recall@100", "mrr@10")
+VERDICT_METRIC = "ndcg@10"  # the number the terminal prints, and the one its verdict is on
+# the held-out size a too-small run is pointed to: three times the fewest a verdict needs
+# (curate.evaluate.paired.MIN_QUERIES), since the split by document makes the count vary and
+# a paired interval narrows as one over the root of the queries
+SUGGESTED_QUERIES = 30
 # the fewest steps a default run takes: the learning rate warms up over the first tenth of them, and
 # a run of one step (a demo export of 9 rows) would take it at a learning rate of 0
 MIN_STEPS = 10
@@ -99,33 +110,93 @@ def train_files(run: str | Path) -> list[Path]:
     return files
 
 
-def eval_sets(opts: TrainOptions) -> list[tuple[str, str]]:
-    """(folder, split) of every evaluation: the run's held-out set first, then each --eval."""
+@dataclass(frozen=True)
+class EvalSet:
+    """One folder the base and the trained model are scored on; ``light`` only for an --eval folder
+    when --light asks (the run's own held-out set is always scored whole)."""
+
+    folder: str
+    split: str
+    held_out: bool = False
+    light: bool = False
+
+
+def eval_sets(opts: TrainOptions) -> list[EvalSet]:
+    """Every evaluation: the run's held-out set first, then each --eval."""
     held = Path(opts.run) / HELD_OUT
     queries = held / "queries.jsonl"  # empty when the pipeline held nothing out
-    own = [(str(held), "test")] if queries.is_file() and queries.stat().st_size else []
-    return own + [(str(Path(e)), opts.eval_split) for e in opts.eval]
+    own = [EvalSet(str(held), "test", held_out=True)] if queries.is_file() and queries.stat().st_size else []
+    return own + [EvalSet(str(Path(e)), opts.eval_split, light=opts.light) for e in opts.eval]
 
 
 def check(opts: TrainOptions) -> None:
     train_files(opts.run)
-    for folder, _ in eval_sets(opts):
-        if not (Path(folder) / "corpus.jsonl").is_file():
-            raise CurateError(f"--eval {folder}: not a BEIR folder (no corpus.jsonl)")
+    for s in eval_sets(opts):
+        if not (Path(s.folder) / "corpus.jsonl").is_file():
+            raise CurateError(f"--eval {s.folder}: not a BEIR folder (no corpus.jsonl)")
 
 
 def _also_reads(opts: TrainOptions) -> list[Path]:
     return train_files(opts.run)
 
 
-def _evaluate(model: str | None, folder: str, split: str, light: bool, which: str) -> dict[str, Any]:
+def _evaluate(model: str | None, s: EvalSet, which: str) -> dict[str, Any]:
     from curate.core.progress import note
     from curate.evaluate.main import EvalOptions, run_eval
 
-    note(f"train: evaluating the {which} model on {folder} ({split})")
-    report = run_eval(EvalOptions(data=folder, split=split, model=model, light=light))
+    note(f"train: evaluating the {which} model on {s.folder} ({s.split}{', light' if s.light else ''})")
+    report = run_eval(EvalOptions(data=s.folder, split=s.split, model=model, light=s.light, per_query=True))
     return {"metrics": {k: report["metrics"].get(k) for k in METRICS}, "queries": report["queries"],
-            "docs": report["docs"]}
+            "docs": report["docs"], "per_query": report["per_query"][VERDICT_METRIC]}
+
+
+def more_queries(run: Path) -> str:
+    """The ``-n`` of ``curate pipeline`` that would hold out about ``SUGGESTED_QUERIES`` queries.
+
+    The held-out queries grow with the passages sampled: each yields a query, the filter keeps a
+    share of them, and the holdout sets aside ``share`` of the documents with theirs. This run's own
+    rate (its held-out share times the filtered queries per sampled passage) scales its ``-n``.
+    Empty when the run is not a pipeline's (no ``-n`` to scale)."""
+    from curate.core.stage import report_of
+
+    held, pipeline = report_of(run / "holdout"), _json(run / "pipeline.json")
+    sampled = (pipeline.get("generate") or {}).get("sampled")
+    if not held or not held.get("records_in") or not held.get("share") or not sampled:
+        return ""
+    per_passage = held["share"] * held["records_in"] / sampled
+    n = math.ceil(SUGGESTED_QUERIES / per_passage)
+    text = f"-n {n} would hold out about {round(per_passage * n)}"
+    passages = (pipeline.get("documents") or {}).get("passages")
+    if isinstance(passages, int) and n > passages:
+        text += f", more than the {passages} passages the documents have: add documents"
+    return text
+
+
+def _json(path: Path) -> dict[str, Any]:
+    import json
+
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return obj if isinstance(obj, dict) else {}
+
+
+def _verdict(change: Change, s: EvalSet, run: Path) -> str:
+    """The change's verdict; for a held-out set too small to say, with the ``-n`` that would do."""
+    hint = more_queries(run) if s.held_out and change.low is None else ""
+    return f"{change.verdict}; {hint}" if hint else change.verdict
+
+
+def _evaluation(s: EvalSet, before: dict[str, Any], after: dict[str, Any], run: Path) -> dict[str, Any]:
+    """One evaluation's entry in the report: sizes, both sides' means, and the change's verdict."""
+    from curate.evaluate.paired import paired_change
+
+    change = paired_change(before["per_query"], after["per_query"])
+    return {"data": s.folder, "split": s.split, "held_out": s.held_out, "light": s.light,
+            "queries": before["queries"], "docs": before["docs"], "before": before["metrics"],
+            "after": after["metrics"], "change": {"metric": VERDICT_METRIC, **change.to_json()},
+            "verdict": _verdict(change, s, run)}
 
 
 def train_stage(opts: TrainOptions, run) -> dict[str, Any]:
@@ -147,14 +218,12 @@ def train_stage(opts: TrainOptions, run) -> dict[str, Any]:
     steps = opts.steps or max(MIN_STEPS, math.ceil(len(rows) / opts.batch_size))
     budget = Budget(steps=steps, batch_size=opts.batch_size, lr=opts.lr, max_seq_length=opts.max_seq_length)
     sets = eval_sets(opts)
-    before = [_evaluate(opts.base, folder, split, opts.light, "base") for folder, split in sets]
+    before = [_evaluate(opts.base, s, "base") for s in sets]
     started = time.perf_counter()
     trained = fine_tune(opts.base, rows, budget, opts.seed, True, run.path(MODEL), Training(loss=loss))
     seconds = time.perf_counter() - started
-    after = [_evaluate(str(run.path(MODEL)), folder, split, opts.light, "trained") for folder, split in sets]
-    evaluations = [{"data": folder, "split": split, "queries": b["queries"], "docs": b["docs"],
-                    "before": b["metrics"], "after": a["metrics"]}
-                   for (folder, split), b, a in zip(sets, before, after)]
+    after = [_evaluate(str(run.path(MODEL)), s, "trained") for s in sets]
+    evaluations = [_evaluation(s, b, a, Path(opts.run)) for s, b, a in zip(sets, before, after)]
     add_to_model_card(run.path(MODEL), evaluations)
     return {"export": str(export_folder(opts.run)), "files": [f.name for f in files], "base": opts.base or
             "all-MiniLM-L6-v2 (bundled)", "model": MODEL, "loss": loss, "training": trained,
@@ -166,37 +235,59 @@ def add_to_model_card(model: Path, evaluations: list[dict[str, Any]]) -> None:
     the model carries its own number wherever it is copied or pushed."""
     if not evaluations:
         return
-    head = "| data | queries | " + " | ".join(f"{m} before | {m} after" for m in METRICS) + " |"
+    head = "| data | queries | " + " | ".join(f"{m} before | {m} after" for m in METRICS) + " | verdict |"
     lines = ["", "## Evaluation by curate train", "",
              "The base model and this one on the same queries (a run's held-out set holds queries an LLM "
-             "wrote for documents kept out of training).", "", head, "|" + " --- |" * (2 + 2 * len(METRICS))]
+             "wrote for documents kept out of training); the verdict is on the NDCG@10 change.", "", head,
+             "|" + " --- |" * (3 + 2 * len(METRICS))]
     for e in evaluations:
         cells = [f"{e['before'][m]:.4f} | {e['after'][m]:.4f}" for m in METRICS]
-        lines.append(f"| {Path(e['data']).as_posix()} ({e['split']}) | {e['queries']} | " + " | ".join(cells) + " |")
+        lines.append(f"| {Path(e['data']).as_posix()} ({e['split']}) | {e['queries']} | " + " | ".join(cells)
+                     + f" | {_said(e).replace('|', '/')} |")
     card = model / "README.md"
     text = card.read_text(encoding="utf-8") if card.is_file() else ""
     card.write_text(text.rstrip("\n") + "\n" + "\n".join(lines) + "\n", encoding="utf-8")
 
 
 def funnel(report: dict[str, Any], folder: Path) -> dict[str, Any]:
-    first = report["evaluations"][0] if report["evaluations"] else None
+    """The training and every evaluation; the first evaluation (the held-out set when there is
+    one) is the page's number, with its size and verdict."""
+    evaluations = [{k: e.get(k) for k in ("data", "queries", "before", "after", "held_out", "change", "verdict")}
+                   for e in report["evaluations"]]
+    first = evaluations[0] if evaluations else None
     return {"rows": report["training"]["rows"], "steps": report["training"]["steps"], "loss": report["loss"],
             "train_s": report["train_s"], "model": str(folder / report["model"]),
             "ndcg_before": first["before"]["ndcg@10"] if first else None,
             "ndcg_after": first["after"]["ndcg@10"] if first else None,
-            "eval": first["data"] if first else None, "queries": first["queries"] if first else None}
+            "eval": first["data"] if first else None, "queries": first["queries"] if first else None,
+            "held_out_queries": first["queries"] if first and first["held_out"] else None,
+            "verdict": _said(first) if first else None, "evaluations": evaluations}
+
+
+def _said(e: dict[str, Any]) -> str:
+    """An evaluation's verdict, with its interval when it has one (a report from before verdicts: none)."""
+    change = e.get("change") or {}
+    if change.get("low") is None:
+        return e.get("verdict") or "no verdict (trained before curate gave one: train again to get it)"
+    level = round(100 * change["level"])
+    return f"{e['verdict']} ({level}% interval {change['low']:+.4f} to {change['high']:+.4f})"
+
+
+def _line(e: dict[str, Any]) -> str:
+    b, a = e["before"]["ndcg@10"], e["after"]["ndcg@10"]
+    return f"NDCG@10 {b:.4f} -> {a:.4f} ({a - b:+.4f}) on {e['data']}, {e['queries']} queries: {_said(e)}"
 
 
 def present(f: dict[str, Any]) -> FunnelRow:
     line = f"{f['steps']} steps on {f['rows']} rows ({f['loss']}, {f['train_s']:.0f} s) -> {f['model']}"
     lines = [("train", line)]
-    if f["ndcg_before"] is not None:
-        lines.append(("", f"NDCG@10 {f['ndcg_before']:.4f} -> {f['ndcg_after']:.4f} "
-                          f"({f['ndcg_after'] - f['ndcg_before']:+.4f}) on {f['eval']}, {f['queries']} queries"))
-    else:
+    lines += [("", _line(e)) for e in f.get("evaluations") or []]
+    if not f.get("evaluations"):
         lines.append(("", "no evaluation: the run has no held-out set (RUN/holdout/eval) and no --eval was given"))
+    first = (f.get("evaluations") or [{}])[0]
+    size = ("held-out queries", "held_out_queries") if first.get("held_out") else ("eval queries", "queries")
     return FunnelRow(lines=lines, cells=[("rows", "rows"), ("steps", "steps"), ("NDCG@10 before", "ndcg_before"),
-                                         ("NDCG@10 after", "ndcg_after")])
+                                         ("NDCG@10 after", "ndcg_after"), size, ("verdict", "verdict")])
 
 
 STAGE = Stage("train", TrainOptions, train_stage, check=check, reads=("eval",), also_reads=_also_reads,
