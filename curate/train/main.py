@@ -80,7 +80,8 @@ class TrainOptions:
                                "run's own held-out set (RUN/holdout/eval) is always used when there is one."})
     eval_split: str = field(default="test", metadata={"help": "Qrels split of the --eval folders."})
     light: bool = field(default=False, metadata={
-        "help": "Evaluate on Linq's light set (20% of the queries, the teacher's top 50) instead of the full split."})
+        "help": "Evaluate the --eval folders on Linq's light set (20% of the queries, the teacher's top 50) "
+                "instead of the full split; the run's own held-out set is always scored whole."})
 
     def __post_init__(self) -> None:
         if self.out is None:  # beside the run's other stages
