@@ -47,6 +47,11 @@ class Budget:
 
 
 SCORED = ("margin-mse", "distill-kl", "mnrl+distill-kl")  # losses that read the teacher's scores (the ``label`` column)
+# What a scored loss trains on changed in code (issue 53: the combined loss's distillation term no
+# longer scaled to nothing; every export's label lifts the positive above a negative the teacher
+# put at or above it), so a result made before is another run: the revision names the run
+# (``Training.changed``) and an ablation never takes an older result for a scored arm.
+SCORED_REVISION = 2
 
 
 @dataclass
@@ -74,7 +79,8 @@ class Training:
     def changed(self) -> dict[str, Any]:
         """The keys that differ from the defaults (what names a run)."""
         default = asdict(Training())
-        return {k: v for k, v in asdict(self).items() if v != default[k]}
+        changed = {k: v for k, v in asdict(self).items() if v != default[k]}
+        return {**changed, "revision": SCORED_REVISION} if self.loss in SCORED else changed
 
 
 
