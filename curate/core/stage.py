@@ -249,7 +249,7 @@ def run_stage(stage: Stage, opts: Any, *, resume: bool = False, quiet: bool = Fa
             run.write_report(report)
     except BaseException:
         if kept is not None and not stage.appends:  # nothing was replaced: the finished run is still in place
-            shutil.rmtree(kept, ignore_errors=True)
+            _discard_kept(kept)
         if created:  # a run that fails before its work leaves no folder it made, not even its note
             _remove_if_only_notes(folder)
         raise
@@ -291,6 +291,17 @@ def keep_replaced(folder: Path, marker: dict[str, Any], move: bool) -> Path:
             else:
                 _link_or_copy(source, kept / name)
     return kept
+
+
+def _discard_kept(kept: Path) -> None:
+    """Remove a copy kept for a run that then failed, and the folders made only to hold it, so a
+    failed run leaves nothing beside the folder it was asked to write."""
+    shutil.rmtree(kept, ignore_errors=True)
+    for parent in (kept.parent, kept.parent.parent):  # <folder's name>/, then .curate-replaced/
+        try:
+            parent.rmdir()  # only when empty: another folder's kept run stays
+        except OSError:
+            break
 
 
 def _drop_older(kept: Path) -> None:
