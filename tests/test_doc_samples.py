@@ -51,7 +51,8 @@ def shape(line: str, out: str) -> str:
     line = line.replace(out, "runs/demo").split(", e.g.")[0]
     line = re.sub(r'"[^"]*"', '"…"', line)
     line = re.sub(r"\d+(\.\d+)?(%?)", r"#\2", line)
-    line = re.sub(r"\b(\w+?)s\b", r"\1", line)  # every plural as its singular: "1 dev row", "2 dev rows"
+    line = re.sub(r"\b(\w+)ies\b", r"\1y", line)  # "1 query", "2 queries"
+    line = re.sub(r"\b(\w+?)s\b", r"\1", line)  # every other plural as its singular: "1 dev row", "2 dev rows"
     return " ".join(line.split())
 
 
