@@ -125,7 +125,8 @@ def test_every_stage_writes_its_outputs_and_prints_the_funnel(first):
     held = _report(run, "holdout")
     assert held["records_in"] == flt["records_kept"] and held["documents_held_out"] >= 1
     assert mine["queries_in"] == held["records_kept"] == flt["records_kept"] - held["eval_queries"] - held["dropped"]
-    assert f"{held['eval_queries']} queries in {run / 'holdout' / 'eval'}" in out
+    n = held['eval_queries']
+    assert f"{n} quer{'y' if n == 1 else 'ies'} in {run / 'holdout' / 'eval'}" in out
     c = export["counts"]
     rows = rf"sentence-transformers: {c.get('train', 0)} train rows?, {c.get('dev', 0)} dev rows?$"
     assert re.search(rows, out, re.M)
