@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.extend.test_plugins import install, records  # noqa: F401 (a fixture)
+from tests.extend.test_plugins import _plugin, install, records  # noqa: F401 (fixtures)
 from tests.helpers import assert_one_line_error, run_curate
 
 STAGE = '''"""A stage of a test's own."""
@@ -42,16 +42,8 @@ def run(opts, run):
 
 def plugin(site: Path, dist: str, group: str, entries: dict[str, str], source: str,
            module: str | None = None) -> dict[str, str]:
-    """A distribution ``dist`` of one module (``dist`` with underscores) in ``site``; the environment."""
-    module = module or dist.replace("-", "_")
-    site.mkdir(parents=True, exist_ok=True)
-    (site / f"{module}.py").write_text(source, encoding="utf-8")
-    info = site / f"{dist.replace('-', '_')}-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n", encoding="utf-8")
-    (info / "entry_points.txt").write_text(f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in entries.items()),
-                                           encoding="utf-8")
-    return {"PYTHONPATH": str(site), "CURATE_CACHE_DIR": str(site.parent / "cache")}
+    """A distribution ``dist`` of one module in ``site`` (tests/extend/test_plugins.py lays it out)."""
+    return _plugin(site, dist, group, entries, module, source)
 
 
 def stage_plugin(site: Path, dist: str, name: str, *, field: str = "n: int = 3", body: str = "pass",

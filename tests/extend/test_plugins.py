@@ -212,11 +212,13 @@ def test_the_preset_example_also_loads_as_a_preset_module():
         PRESETS.unregister("score-band")
 
 
-def _plugin(site: Path, dist: str, group: str, entries: dict[str, str], module: str, source: str) -> dict[str, str]:
-    """One plugin distribution of a single module, laid out as pip would install it."""
+def _plugin(site: Path, dist: str, group: str, entries: dict[str, str], module: str | None, source: str) -> dict[str, str]:
+    """One plugin distribution of a single module (``module``, None: ``dist`` with underscores),
+    laid out as pip would install it; returns the environment that finds it."""
+    module = module or dist.replace("-", "_")
     site.mkdir(parents=True, exist_ok=True)
     (site / f"{module}.py").write_text(source, encoding="utf-8")
-    info = site / f"{dist}-1.0.dist-info"
+    info = site / f"{dist.replace('-', '_')}-1.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n", encoding="utf-8")
     (info / "entry_points.txt").write_text(f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in entries.items()),
