@@ -8,6 +8,8 @@ import io
 import json
 import threading
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -16,6 +18,17 @@ from curate.core.errors import CurateError
 from curate.datasets.beir import load_beir
 from curate.datasets.fetch import COLLECTIONS, DONE, Collection, collection, get
 from tests.helpers import assert_one_line_error, run_curate
+
+
+@contextmanager
+def http_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A threaded HTTP server on 127.0.0.1 (a free port) for one test: yields its base URL."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
 
 CORPUS = [{"_id": f"d{i}", "title": f"Doc {i}", "text": f"Passage number {i} about topic {i % 3}. " * 40}
           for i in range(40)]  # big enough that half the zip is a real part
@@ -70,11 +83,9 @@ def server():
         def log_message(self, *args):
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    state["url"] = f"http://127.0.0.1:{httpd.server_address[1]}/tiny.zip"
-    yield state
-    httpd.shutdown()
+    with http_server(Handler) as base:
+        state["url"] = f"{base}/tiny.zip"
+        yield state
 
 
 def _get(url, tmp_path, *extra):

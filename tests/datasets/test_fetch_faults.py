@@ -9,16 +9,16 @@ import hashlib
 import io
 import json
 import struct
-import threading
 import tracemalloc
 import warnings
 import zipfile
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 from click.testing import CliRunner
 
 from curate.datasets.fetch import DONE, MAX_MEMBER_ENV, STAGING_MARK
+from tests.datasets.test_fetch import http_server
 from tests.helpers import assert_one_line_error, run_curate
 
 DOCS = [{"_id": f"d{i}", "title": f"Doc {i}", "text": f"Passage {i} about topic {i % 3}."} for i in range(12)]
@@ -117,11 +117,9 @@ def server():
         def log_message(self, *args):
             pass
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    state["base"] = f"http://127.0.0.1:{httpd.server_address[1]}"
-    yield state
-    httpd.shutdown()
+    with http_server(Handler) as base:
+        state["base"] = base
+        yield state
 
 
 def _serve(server, body: bytes, path: str = "/tiny.zip", **route) -> str:
