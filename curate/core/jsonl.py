@@ -131,6 +131,16 @@ class JsonlAppender:
         self.close()
 
 
+def read_json_object(path: str | os.PathLike) -> dict[str, Any]:
+    """A JSON object from ``path``; empty when it is missing, unreadable or not an object (a
+    reader that only looks, such as a marker or another stage's report, treats all three alike)."""
+    try:
+        obj = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return obj if isinstance(obj, dict) else {}
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write a whole file under a temporary name, then rename it into place."""
     atomic_write_bytes(path, [text.encode("utf-8")])

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from curate.core.hashing import file_digest, tree_digest, value_digest
-from curate.core.jsonl import atomic_write_json
+from curate.core.jsonl import atomic_write_json, read_json_object
 from curate.core.params import check_values, field_flag
 from curate.core.registry import Registry
 from curate.llm.redact import mask_secrets
@@ -169,7 +169,7 @@ def _identity(stage: Stage, opts: Any, also: list[Any] | None = None,
 def finished_marker(folder: str | Path) -> dict[str, Any] | None:
     """The marker of the finished run in ``folder`` (its report is the one the marker names), or
     None: nothing finished there, or a run since began writing over it."""
-    marker = _json_object(Path(folder) / MARKER)
+    marker = read_json_object(Path(folder) / MARKER)
     return marker if marker and marker.get("report") == file_digest(Path(folder) / REPORT) else None
 
 
@@ -177,15 +177,6 @@ def is_done(stage: Stage, opts: Any, key: str | None = None) -> bool:
     marker = finished_marker(opts.out)
     return (marker is not None and marker.get("stage") == stage.name
             and marker.get("fingerprint") == (key or fingerprint(stage, opts)))
-
-
-def _json_object(path: Path) -> dict[str, Any]:
-    """A JSON object from ``path``; empty when it is missing, unreadable or not an object."""
-    try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return obj if isinstance(obj, dict) else {}
 
 
 def preflight(stage: Stage, opts: Any) -> None:
@@ -320,7 +311,7 @@ def _finished_outputs(folder: Path, marker: dict[str, Any]) -> list[str]:
     if isinstance(name, str) and name in STAGES:
         other = STAGES.get(name)
         names += [*other.writes.values()]
-        run = _json_object(folder / RUN_JSON)
+        run = read_json_object(folder / RUN_JSON)
         if not other.appends and run.get("stage") == name and isinstance(run.get("outputs"), list):
             names += run["outputs"]
     return [n for n in dict.fromkeys(names) if isinstance(n, str) and "/" not in n and n not in ("", ".", "..")
@@ -395,7 +386,7 @@ def _stale_link(folder: Path, digests: dict[Path, str | None], seen: set[Path]) 
     orchestrator = _orchestrator(root)
     if orchestrator is not None and name in orchestrator[1][0] and name not in orchestrator[1][1]:
         return name, f"the {orchestrator[0]}'s latest run in {root} has not reached {name}"
-    for entry in _json_object(folder / RUN_JSON).get("inputs") or []:
+    for entry in read_json_object(folder / RUN_JSON).get("inputs") or []:
         rel = entry.get("run_path") if isinstance(entry, dict) else None
         if not isinstance(rel, str) or not entry.get("sha256"):
             continue
@@ -414,7 +405,7 @@ def _orchestrator(root: Path) -> tuple[str, tuple[list[str], list[str]]] | None:
     """The orchestrator whose run ``root`` holds (the pipeline) and its record of the stage
     folders its latest run is made of and has reached; None for any other folder."""
     for note in (STARTED, RUN_JSON):
-        name = _json_object(root / note).get("stage")
+        name = read_json_object(root / note).get("stage")
         if isinstance(name, str) and name in STAGES and STAGES.get(name).members is not None:
             record = STAGES.get(name).members(root)
             return (name, record) if record is not None else None

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from curate.core.errors import CurateError
+from curate.core.jsonl import read_json_object
 from curate.core.stage import STAGES, FunnelRow, Stage
 from curate.train.fit import Budget
 
@@ -160,7 +161,7 @@ def more_queries(run: Path) -> str:
     Empty when the run is not a pipeline's (no ``-n`` to scale)."""
     from curate.core.stage import report_of
 
-    held, pipeline = report_of(run / "holdout"), _json(run / "pipeline.json")
+    held, pipeline = report_of(run / "holdout"), read_json_object(run / "pipeline.json")
     sampled = (pipeline.get("generate") or {}).get("sampled")
     if not held or not held.get("records_in") or not held.get("share") or not sampled:
         return ""
@@ -171,16 +172,6 @@ def more_queries(run: Path) -> str:
     if isinstance(passages, int) and n > passages:
         text += f", more than the {passages} passages the documents have: add documents"
     return text
-
-
-def _json(path: Path) -> dict[str, Any]:
-    import json
-
-    try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return obj if isinstance(obj, dict) else {}
 
 
 def _verdict(change: Change, s: EvalSet, run: Path) -> str:
