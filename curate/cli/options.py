@@ -57,7 +57,6 @@ import click
 from click.core import ParameterSource
 
 from curate.core.errors import CurateError
-from curate.core.params import default_of
 
 
 class Command(click.Command):
@@ -202,6 +201,8 @@ def _param(schema: type, f: dataclasses.Field, hint: Any, spec: _Fields,
     multiple = origin in (tuple, list) or base in (tuple, list)
     pairs = origin is dict or base is dict
     element = _element(base) if multiple else base
+    from curate.core.params import default_of  # not at import, as field_flag above
+
     default = meta.get("cli_default", default_of(f))
     required = f.name in spec.required or default is dataclasses.MISSING
     kw: dict[str, Any] = {"required": required}
