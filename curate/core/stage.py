@@ -50,7 +50,7 @@ from curate.core.hashing import file_digest, tree_digest, value_digest
 from curate.core.jsonl import atomic_write_json, read_json_object
 from curate.core.params import check_values, field_flag
 from curate.core.registry import Registry
-from curate.llm.redact import mask_secrets
+from curate.core.secrets import mask_secrets
 from curate.core.errors import CurateError
 from curate.core.runner import REJECTED, REPORT, RUN_JSON, folder_lock, open_run, settle
 
