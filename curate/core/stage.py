@@ -179,13 +179,31 @@ def is_done(stage: Stage, opts: Any, key: str | None = None) -> bool:
             and marker.get("fingerprint") == (key or fingerprint(stage, opts)))
 
 
-def preflight(stage: Stage, opts: Any) -> None:
+def preflight(stage: Stage, opts: Any, made: list[str | Path] = ()) -> None:
     """Every check a run of ``stage`` makes before it starts: its numbers in their declared ranges
     and finite (however the options were made), then the stage's own ``check``. The pipeline and
-    an ablation grid call it for every stage before the first one runs."""
+    an ablation grid call it for every stage before the first one runs.
+
+    ``made``: the folders of the stages that run before it in a chain. What they will write is not
+    there yet, so an input option listing several paths is checked without those inside them (a
+    single path is the stage's to check when it runs)."""
     check_values(opts)
+    if made:
+        opts = _without_made(stage, opts, [Path(m).resolve() for m in made])
     if stage.check is not None:
         stage.check(opts)
+
+
+def _without_made(stage: Stage, opts: Any, made: list[Path]) -> Any:
+    """``opts`` with the paths inside ``made`` left out of its list-valued inputs."""
+    def later(value: Any) -> bool:  # a path, or a folder with a ":SPLIT" after it (export's --decontaminate)
+        text = str(value)
+        paths = [Path(p).resolve() for p in {text, text.rpartition(":")[0] or text}]
+        return any(p == m or m in p.parents for p in paths for m in made)
+
+    changes = {name: tuple(v for v in getattr(opts, name) if not later(v)) for name in stage.reads
+               if isinstance(getattr(opts, name), (list, tuple))}
+    return dataclasses.replace(opts, **changes) if changes else opts
 
 
 def run_stage(stage: Stage, opts: Any, *, resume: bool = False, quiet: bool = False,

@@ -155,3 +155,21 @@ def test_only_the_runner_opens_runs_and_report_and_export_import_no_other_stage(
     assert open_run == []
     assert not edges.get("report") and not edges.get("export")
     assert "generate" in edges["cli"], "the graph does see imports (the CLI imports generate)"
+
+
+def test_a_chains_preflight_leaves_out_the_inputs_an_earlier_stage_will_write(tmp_path):
+    """The pipeline checks export before holdout has written the held-out folder export reads:
+    that folder is an earlier stage's, so it is not looked for yet; any other path still is."""
+    from curate.core.errors import CurateError
+    from curate.core.stage import preflight
+    from curate.export.main import STAGE as EXPORT
+
+    held = tmp_path / "run" / "holdout"
+    opts = EXPORT.options(inputs=(str(tmp_path / "run" / "mine" / "mined.jsonl"),), out=str(tmp_path / "run" / "export"),
+                          decontaminate=(f"{held / 'eval'}:test",))
+    with pytest.raises(CurateError, match="not a BEIR folder"):
+        preflight(EXPORT, opts)
+    preflight(EXPORT, opts, made=[tmp_path / "run" / "mine", held])
+    elsewhere = dataclasses.replace(opts, decontaminate=(str(tmp_path / "elsewhere"),))
+    with pytest.raises(CurateError, match="not a BEIR folder"):
+        preflight(EXPORT, elsewhere, made=[held])
