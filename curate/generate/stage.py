@@ -198,7 +198,6 @@ def generate_stage(opts: GenerateOptions, run) -> dict[str, Any]:
     from curate.generate.brainstorm import brainstorm, fixed_tasks, load_tasks
     from curate.generate.examples import plan_items
     from curate.generate.families import Asking, Family, run_families
-    from curate.llm.batch import BatchPlan
     from curate.core.progress import RunStats
 
     names, source = _families_and_source(opts)
@@ -222,7 +221,7 @@ def generate_stage(opts: GenerateOptions, run) -> dict[str, Any]:
         else:
             if given:
                 tasks = load_tasks(Path(opts.tasks_file), spec.family)
-            elif opts.llm.batch == "vllm":
+            elif client.cfg.batch is not None and client.cfg.batch.mode == "vllm":
                 raise CurateError("--batch vllm: brainstorming the tasks asks a server; give --tasks-file "
                                   "or --from-corpus")
             else:
@@ -238,8 +237,7 @@ def generate_stage(opts: GenerateOptions, run) -> dict[str, Any]:
         return Family(spec, items, stats)  # asked for with every other family's, in one queue
 
     executor = _client_processes(opts)
-    asking = Asking(dict(opts.pins), tuple(opts.prompts_dirs), opts.max_chars, opts.copy_retries,
-                    BatchPlan.of(opts.llm))
+    asking = Asking(dict(opts.pins), tuple(opts.prompts_dirs), opts.max_chars, opts.copy_retries)
 
     first_failure: list[str | None] = [None]
 
@@ -459,7 +457,7 @@ def _serve_and_ask(stage: str, opts: StageOptions, main, summaries, finish) -> d
     from curate.llm.redact import safe_url
 
     with llm_backend(opts.llm, Path(opts.out)) as (cfg, cache):
-        where = ("vLLM's offline runner" if opts.llm.batch == "vllm"
+        where = ("vLLM's offline runner" if cfg.batch is not None and cfg.batch.mode == "vllm"
                  else ", ".join(map(safe_url, cfg.base_urls)))
         console.print(f"[dim]{stage}: model {cfg.model} at {where}[/dim]")
         asyncio.run(main(cfg, cache))
