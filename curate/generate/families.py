@@ -21,6 +21,7 @@ from curate.core.progress import RunStats
 from curate.generate.examples import FAILED, GENERATED, Item, asked_spec, drop_failed, finished_ids
 from curate.generate.queue import Asking, QueueWork, Sink, plan_queue, requests_by_family, run_queue
 from curate.generate.shards import merge_parts, run_sharded
+from curate.llm.batch import plan_of
 from curate.llm.taskspec import TaskSpec
 
 __all__ = ["Asking", "Family", "in_batches", "interleave", "prepare", "run_families"]
@@ -74,7 +75,7 @@ async def run_families(families: Sequence[Family], client: Any, out_dir: Path, a
                               stats=f.stats) if progress is not None else None for f in families]
     left = [len(f.todo) for f in families]
     timings = timings if timings is not None else {}
-    batched = client.cfg.batch is not None  # --batch: the client's plan (curate.llm.batch)
+    batched = plan_of(client) is not None  # --batch: the plan the client was opened with
     for f in families:
         f.stats.extra.setdefault("cache_hits", 0)
         if not batched:  # the bar shows how many the client sends at once (a plugin backend may not say)

@@ -198,6 +198,7 @@ def generate_stage(opts: GenerateOptions, run) -> dict[str, Any]:
     from curate.generate.brainstorm import brainstorm, fixed_tasks, load_tasks
     from curate.generate.examples import plan_items
     from curate.generate.families import Asking, Family, run_families
+    from curate.llm.batch import plan_of
     from curate.core.progress import RunStats
 
     names, source = _families_and_source(opts)
@@ -221,7 +222,7 @@ def generate_stage(opts: GenerateOptions, run) -> dict[str, Any]:
         else:
             if given:
                 tasks = load_tasks(Path(opts.tasks_file), spec.family)
-            elif client.cfg.batch is not None and client.cfg.batch.mode == "vllm":
+            elif getattr(plan_of(client), "mode", None) == "vllm":  # the plan the client was opened with
                 raise CurateError("--batch vllm: brainstorming the tasks asks a server; give --tasks-file "
                                   "or --from-corpus")
             else:
