@@ -95,9 +95,14 @@ class _RateColumn(ProgressColumn):
 
 
 def _rate_text(s: RunStats) -> str:
+    """``0.25 rec/s  40 tok/s  failed 0``; a slow model's pace as seconds a record (``27 s/rec``),
+    which two decimals of records a second would show as 0.00."""
     t = max(s.elapsed, 1e-6)
+    rec = f"{s.ok / t:.2f} rec/s" if s.ok / t >= 0.1 or not s.ok else f"{t / s.ok:.0f} s/rec"
+    tok = s.completion_tokens / t
     flight = f"  in flight {s.in_flight()}" if s.in_flight is not None else ""
-    return f"{s.ok / t:.2f} rec/s  {s.completion_tokens / t:.0f} tok/s  failed {s.failed}{flight}"
+    return f"{rec}  {tok:.0f} tok/s  failed {s.failed}{flight}" if tok >= 10 or not s.completion_tokens else \
+        f"{rec}  {tok:.1f} tok/s  failed {s.failed}{flight}"
 
 
 def time_left(elapsed: float, done: int, left: int) -> float | None:

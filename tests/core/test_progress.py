@@ -67,7 +67,7 @@ def test_the_time_left_follows_the_pace_of_items_slower_than_rich_measures(monke
     -:--:-- until the end; the estimate is the time so far over the items done."""
     line = _bar_line(monkeypatch, 160, 3, 5, 90.0)
     assert "-:--:--" not in line and "0:01:00" in line  # 30 s an item, 2 left
-    assert "rec/s" in line and "in flight 4" in line  # a wide terminal shows the whole rate
+    assert "30 s/rec" in line and "in flight 4" in line  # a wide terminal shows the whole rate
     assert "-:--:--" in _bar_line(monkeypatch, 160, 0, 5, 10.0)  # nothing done yet: no estimate
 
 
@@ -107,3 +107,13 @@ def test_a_log_hears_from_slow_work_between_items(monkeypatch, capsys):
         time.sleep(0.7)
     lines = capsys.readouterr().err.splitlines()
     assert lines and all(ln.startswith("generate sts: 0/2 (0%), ") and ln.endswith("no estimate yet") for ln in lines)
+
+
+def test_a_slow_models_rate_reads_as_seconds_a_record():
+    from curate.core.progress import RunStats, _rate_text
+
+    stats = RunStats(stage="generate", ok=2, completion_tokens=40)
+    stats.started -= 480  # 2 records in 8 minutes
+    assert _rate_text(stats).startswith("240 s/rec  0.1 tok/s  failed 0")
+    stats.ok, stats.completion_tokens = 200, 20000
+    assert _rate_text(stats).startswith("0.42 rec/s  42 tok/s")
