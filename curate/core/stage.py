@@ -103,6 +103,10 @@ class Stage:
     # names of the stage folders its latest run is made of, and of those it has reached so far
     # (None: no record). A stage folder it names and has not reached is an earlier run's
     members: Callable[[Path], tuple[list[str], list[str]] | None] | None = None
+    # the ``meta["source"]`` values it writes on records it builds from a dataset (mine: a BEIR
+    # folder, a pairs file, a hub set): such records share one task text, so an export tells its
+    # inputs apart by the dataset's name (``dataset_sources``)
+    dataset_sources: tuple[str, ...] = ()
 
     def path(self, folder: str | Path, role: str = "records") -> Path:
         """Where a run of this stage in ``folder`` keeps its ``role`` output."""
@@ -126,6 +130,11 @@ class FunnelRow:
 STAGES: Registry[Stage] = Registry("stage", "curate.stages", builtin=(
     "curate.generate.stage", "curate.filter.main", "curate.mine.main", "curate.export.main",
     "curate.convert.main", "curate.holdout.main", "curate.train.main", "curate.flows.pipeline"))
+
+
+def dataset_sources() -> frozenset[str]:
+    """Every ``meta["source"]`` value that some stage writes on records built from a dataset."""
+    return frozenset(source for _, stage in STAGES.items() for source in stage.dataset_sources)
 
 
 def report_of(folder: str | Path) -> dict[str, Any] | None:

@@ -244,7 +244,6 @@ def _record_row(obj: dict[str, Any], status: str, stage: str) -> dict[str, Any]:
     teacher = obj.get("teacher") if isinstance(obj.get("teacher"), dict) else {}
     scores = obj.get("scores") if isinstance(obj.get("scores"), dict) else {}
     judges = scores.get("judges") if isinstance(scores.get("judges"), dict) else {}
-    meta = obj.get("meta") if isinstance(obj.get("meta"), dict) else {}
     negatives = []
     for n in obj.get("negatives") or []:
         if not isinstance(n, dict):
@@ -258,7 +257,7 @@ def _record_row(obj: dict[str, Any], status: str, stage: str) -> dict[str, Any]:
             "positive": _text(obj.get("positive")) or "", "positive_title": _text(obj.get("positive_title")),
             "language": obj.get("language"), "negatives": negatives,
             "teacher": {k: teacher.get(k) for k in ("model", "positive", "positive_rank", "margin", "pool")} if teacher else None,
-            "judges": judges or None, "relabel": meta.get("relabel")}
+            "judges": judges or None}
 
 
 def _drop_row(d: dict[str, Any], rec: dict[str, Any] | None, stage: str) -> dict[str, Any]:

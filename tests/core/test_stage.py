@@ -173,3 +173,12 @@ def test_a_chains_preflight_leaves_out_the_inputs_an_earlier_stage_will_write(tm
     elsewhere = dataclasses.replace(opts, decontaminate=(str(tmp_path / "elsewhere"),))
     with pytest.raises(CurateError, match="not a BEIR folder"):
         preflight(EXPORT, elsewhere, made=[held])
+
+
+def test_the_stage_that_builds_records_from_a_dataset_says_which_they_are():
+    """Mine declares the ``meta["source"]`` values it writes on records built from a dataset;
+    export reads them from the stages, not from a list of its own."""
+    from curate.core.stage import dataset_sources
+    from curate.mine.inputs import DATASET_KINDS
+
+    assert dataset_sources() == frozenset(DATASET_KINDS) == {"beir", "pairs", "hf"}
