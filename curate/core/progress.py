@@ -149,10 +149,11 @@ class _PlainBars:
     model takes minutes over some), so a log is never silent for long. ``track`` and
     ``progress_bar`` both use it: every stage logs its progress the one way."""
 
-    def __init__(self, stats: RunStats | None = None):
+    def __init__(self, stats: RunStats | None = None, final: bool = False):
         import threading
 
         self.stats = stats
+        self.final = final  # at the end, one line a bar with where it ended (as rich's bars leave theirs)
         self.every = _plain_every()
         self._bars: list[dict[str, Any]] = []
         self._lock = threading.Lock()
@@ -171,6 +172,14 @@ class _PlainBars:
         self._stop.set()
         if self._timer is not None:
             self._timer.join()
+        if self.final:
+            now = time.perf_counter()
+            for bar in self._bars:
+                s = bar["stats"]
+                rate = f", {_rate_text(s)}" if s is not None else ""
+                console.print(f"{bar['description']}: {bar['completed']}/{bar['total']}{rate}, "
+                              f"{_duration(now - bar['started'])} in all", markup=False, highlight=False,
+                              soft_wrap=True)
 
     def _tick(self) -> None:
         while not self._stop.wait(min(self.every, 5.0)):
@@ -213,7 +222,7 @@ def progress_bar(stats: RunStats | None, description: str) -> Progress | _PlainB
     """Bars for a stage's LLM work (one per family: ``add_task(..., stats=...)``); on a terminal,
     rich's live bars with the time left; elsewhere, plain lines (``_PlainBars``)."""
     if not console.is_terminal:
-        return _PlainBars(stats)
+        return _PlainBars(stats, final=True)
     return _Bars(
         TextColumn("[bold]{task.description}"),
         BarColumn(bar_width=20),
