@@ -107,6 +107,9 @@ class Stage:
     # folder, a pairs file, a hub set): such records share one task text, so an export tells its
     # inputs apart by the dataset's name (``dataset_sources``)
     dataset_sources: tuple[str, ...] = ()
+    # what its LLM calls took, from its report (``llm_usage``: requests, prompt and completion
+    # tokens, cost, the estimate's seconds): the report page's time-and-cost row; None: no LLM
+    usage: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
     def path(self, folder: str | Path, role: str = "records") -> Path:
         """Where a run of this stage in ``folder`` keeps its ``role`` output."""
@@ -130,6 +133,35 @@ class FunnelRow:
 STAGES: Registry[Stage] = Registry("stage", "curate.stages", builtin=(
     "curate.generate.stage", "curate.filter.main", "curate.mine.main", "curate.export.main",
     "curate.convert.main", "curate.holdout.main", "curate.train.main", "curate.flows.pipeline"))
+
+
+def llm_usage(node: Any, calls: str) -> dict[str, Any]:
+    """The LLM calls recorded under ``node`` (part of a report), summed: every block holding
+    ``tokens`` (prompt and completion) counts once, its calls under the key ``calls`` (each stage
+    names its own), with its ``cost`` and its ``estimate``'s seconds where given."""
+    found: dict[str, Any] = {"requests": 0, "prompt": 0, "completion": 0, "cost": None, "estimate": None}
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            tokens = node.get("tokens")
+            if isinstance(tokens, dict) and {"prompt", "completion"} <= tokens.keys():
+                found["prompt"] += int(tokens.get("prompt") or 0)
+                found["completion"] += int(tokens.get("completion") or 0)
+                found["requests"] += int(node.get(calls) or 0)
+                if isinstance(node.get("cost"), (int, float)):
+                    found["cost"] = (found["cost"] or 0.0) + node["cost"]
+                est = node.get("estimate")
+                if isinstance(est, dict) and isinstance(est.get("seconds"), (int, float)):
+                    found["estimate"] = (found["estimate"] or 0.0) + est["seconds"]
+                return
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(node)
+    return found
 
 
 def dataset_sources() -> frozenset[str]:

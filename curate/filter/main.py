@@ -16,7 +16,7 @@ from curate.core.errors import CurateError
 from curate.core.executor import Executor
 from curate.filter.base import FilterContext
 from curate.filter.recipe import load_recipe, shipped_recipes
-from curate.core.stage import REPORT, STAGES, FunnelRow, Stage
+from curate.core.stage import REPORT, STAGES, FunnelRow, Stage, llm_usage
 from curate.filter.run import FILTERED, REJECTED, run_steps, write_outputs
 from curate.llm.options import LLMOptions
 from curate.core.records import Record, first_of_each_id, read_records
@@ -312,5 +312,5 @@ def _recipe_files(opts: FilterOptions) -> list[Path]:
 
 STAGE = Stage("filter", FilterOptions, filter_stage, check=check, reads=("inp", "corpus"), also_reads=_recipe_files,
               writes={"records": FILTERED, "drops": REJECTED}, summary=summary, funnel=funnel,
-              present=present, provenance=provenance)
+              present=present, provenance=provenance, usage=lambda report: llm_usage(report, "judge_calls"))
 STAGES.register(STAGE.name, STAGE)

@@ -28,7 +28,7 @@ from typing import Any
 
 from curate.core.errors import CurateError
 from curate.core.executor import Executor
-from curate.core.stage import STAGES, FunnelRow, Stage
+from curate.core.stage import STAGES, FunnelRow, Stage, llm_usage
 from curate.generate.from_corpus import CORPUS  # the passages, which a next stage searches
 from curate.llm.options import LLMOptions
 
@@ -548,5 +548,6 @@ def spec_files(opts: GenerateOptions) -> list[Path]:
 STAGE = Stage("generate", GenerateOptions, generate_stage, check=check, also_reads=spec_files,
               reads=("tasks_file", "pairs", "corpus"),
               writes={"records": GENERATED, "drops": FAILED, "corpus": CORPUS}, appends=True,
-              summary=summary, funnel=funnel, present=present)
+              summary=summary, funnel=funnel, present=present,
+              usage=lambda report: llm_usage(report.get("families", report), "requests_sent"))
 STAGES.register(STAGE.name, STAGE)

@@ -182,3 +182,20 @@ def test_the_stage_that_builds_records_from_a_dataset_says_which_they_are():
     from curate.mine.inputs import DATASET_KINDS
 
     assert dataset_sources() == frozenset(DATASET_KINDS) == {"beir", "pairs", "hf"}
+
+
+def test_each_stage_says_where_its_report_keeps_its_llm_calls():
+    """The report page's cost row reads a stage's LLM numbers through the stage (``Stage.usage``):
+    generate's per-family blocks (its totals not counted twice), the judges' calls in filter."""
+    from curate.core.stage import STAGES
+
+    generate = {"families": {"a": {"tokens": {"prompt": 3, "completion": 4}, "requests_sent": 2, "cost": 0.5}},
+                "totals": {"tokens": {"prompt": 3, "completion": 4}, "requests_sent": 2}}
+    assert STAGES.get("generate").usage(generate) == {"requests": 2, "prompt": 3, "completion": 4, "cost": 0.5,
+                                                      "estimate": None}
+    judged = {"steps": [{"notes": {"tokens": {"prompt": 1, "completion": 1}, "judge_calls": 5,
+                                   "estimate": {"seconds": 2}}}, {"notes": {"kept": 3}}]}
+    for name in ("filter", "relabel"):
+        assert STAGES.get(name).usage(judged) == {"requests": 5, "prompt": 1, "completion": 1, "cost": None,
+                                                  "estimate": 2.0}
+    assert STAGES.get("mine").usage is None
