@@ -110,6 +110,10 @@ class Stage:
     # what its LLM calls took, from its report (``llm_usage``: requests, prompt and completion
     # tokens, cost, the estimate's seconds): the report page's time-and-cost row; None: no LLM
     usage: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    # the record fields it reads from the records it is given, and those it adds for the stages
+    # after it (distilabel's step columns): an orchestrator checks its chain before the first runs
+    needs: tuple[str, ...] = ()
+    adds: tuple[str, ...] = ()
 
     def path(self, folder: str | Path, role: str = "records") -> Path:
         """Where a run of this stage in ``folder`` keeps its ``role`` output."""
@@ -218,6 +222,21 @@ def is_done(stage: Stage, opts: Any, key: str | None = None) -> bool:
     marker = finished_marker(opts.out)
     return (marker is not None and marker.get("stage") == stage.name
             and marker.get("fingerprint") == (key or fingerprint(stage, opts)))
+
+
+def check_chain(chain: list[Stage]) -> None:
+    """Refuse a chain of stages in which one needs a record field that no stage before it adds, in
+    one line, before the first stage runs (the first reads what it is given: its needs are its
+    input's)."""
+    have: set[str] = set(chain[0].needs) if chain else set()
+    for i, stage in enumerate(chain):
+        missing = [name for name in stage.needs if name not in have]
+        if missing:
+            before = ", ".join(s.name for s in chain[:i])
+            raise CurateError(f"{stage.name} needs the records' {', '.join(missing)}, which no stage before it "
+                              f"({before}) adds: put a stage that adds {'them' if len(missing) > 1 else 'it'} "
+                              f"before {stage.name}, or leave {stage.name} out")
+        have.update(stage.adds)
 
 
 def preflight(stage: Stage, opts: Any, made: list[str | Path] = ()) -> None:

@@ -311,5 +311,6 @@ def _recipe_files(opts: FilterOptions) -> list[Path]:
 
 STAGE = Stage("filter", FilterOptions, filter_stage, check=check, reads=("inp", "corpus"), also_reads=_recipe_files,
               writes={"records": FILTERED, "drops": REJECTED}, summary=summary, funnel=funnel,
-              present=present, provenance=provenance, usage=lambda report: llm_usage(report, "judge_calls"))
+              present=present, provenance=provenance, usage=lambda report: llm_usage(report, "judge_calls"),
+              needs=("query", "positive"))
 STAGES.register(STAGE.name, STAGE)

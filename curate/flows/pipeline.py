@@ -36,7 +36,7 @@ from rich.markup import escape
 
 from curate.core.errors import CurateError
 from curate.core.jsonl import atomic_write_json
-from curate.core.stage import DONE, STAGES, Stage, preflight, report_of, run_stage
+from curate.core.stage import DONE, STAGES, Stage, check_chain, preflight, report_of, run_stage
 from curate.llm.options import LLMOptions
 from curate.core.progress import console
 from curate.holdout.main import HoldoutOptions
@@ -118,8 +118,10 @@ def check(opts: PipelineOptions) -> None:
     text_folder = docs.is_dir() and not (docs / "corpus.jsonl").is_file()
     if text_folder and docs.resolve() in (out.resolve(), *out.resolve().parents):
         raise CurateError(f"--out {out} lies inside DOCS {docs}: a re-run would read its files as documents")
+    chain = stages(opts, opts.llm, out)
+    check_chain([stage for stage, _ in chain])  # each stage finds the record fields it needs
     made: list[str] = []  # the folders of the stages before: what they write is not there yet
-    for stage, stage_opts in stages(opts, opts.llm, out):
+    for stage, stage_opts in chain:
         preflight(stage, stage_opts, made=made)
         made.append(stage_opts.out)
 
@@ -324,7 +326,7 @@ def _relabel() -> Stage:
     """The filter stage under the name of its folder and recipe: an LLM judge on mined negatives."""
     from curate.filter.main import STAGE as FILTER
 
-    return dataclasses.replace(FILTER, name=RELABEL)
+    return dataclasses.replace(FILTER, name=RELABEL, needs=(*FILTER.needs, "negatives"))
 
 
 STAGES.register(RELABEL, _relabel())

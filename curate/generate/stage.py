@@ -548,6 +548,6 @@ def spec_files(opts: GenerateOptions) -> list[Path]:
 STAGE = Stage("generate", GenerateOptions, generate_stage, check=check, also_reads=spec_files,
               reads=("tasks_file", "pairs", "corpus"),
               writes={"records": GENERATED, "drops": FAILED, "corpus": CORPUS}, appends=True,
-              summary=summary, funnel=funnel, present=present,
+              summary=summary, funnel=funnel, present=present, adds=("query", "positive"),
               usage=lambda report: llm_usage(report.get("families", report), "requests_sent"))
 STAGES.register(STAGE.name, STAGE)

@@ -405,5 +405,6 @@ def provenance(rep: dict[str, Any]) -> dict[str, Any]:
 STAGE = Stage("mine", MineOptions, mine_stage, check=check, reads=("data", "qrels", "pairs", "records", "corpus", "check_qrels",
                                                "preset_modules"),
               writes={"records": MINED, "drops": REJECTED}, summary=summary, funnel=funnel,
-              present=present, provenance=provenance, details=details, dataset_sources=DATASET_KINDS)
+              present=present, provenance=provenance, details=details, dataset_sources=DATASET_KINDS,
+              needs=("query", "positive"), adds=("negatives", "teacher"))
 STAGES.register(STAGE.name, STAGE)

@@ -199,3 +199,35 @@ def test_each_stage_says_where_its_report_keeps_its_llm_calls():
         assert STAGES.get(name).usage(judged) == {"requests": 5, "prompt": 1, "completion": 1, "cost": None,
                                                   "estimate": 2.0}
     assert STAGES.get("mine").usage is None
+
+
+def test_a_chain_whose_stage_misses_a_record_field_is_one_line_before_anything_runs(tmp_path):
+    """Each stage declares the record fields it needs and adds; the pipeline checks its chain first.
+    Relabel judges mined negatives: without mine before it, the run stops before generate starts."""
+    from curate.core.errors import CurateError
+    from curate.core.stage import STAGES, check_chain
+    from curate.flows.pipeline import PipelineOptions, stages
+
+    opts = PipelineOptions(docs="data/demo", out=str(tmp_path / "run"), relabel=True)
+    chain = [stage for stage, _ in stages(opts, opts.llm, tmp_path / "run")]
+    check_chain(chain)  # the shipped chain: every field is added before it is needed
+    without_mine = [s for s in chain if s.name != "mine"]
+    with pytest.raises(CurateError) as e:
+        check_chain(without_mine)
+    assert str(e.value) == ("relabel needs the records' negatives, which no stage before it (generate, filter, "
+                            "holdout) adds: put a stage that adds it before relabel, or leave relabel out")
+    assert STAGES.get("export").needs == ("query", "positive")
+
+
+def test_the_pipeline_checks_its_chain_before_its_first_stage(tmp_path, monkeypatch):
+    from curate.core.errors import CurateError
+    from curate.core.stage import STAGES
+    from curate.flows.pipeline import PipelineOptions, run_pipeline
+
+    relabel = STAGES.get("relabel")
+    monkeypatch.setitem(STAGES._entries, "relabel", dataclasses.replace(relabel, needs=(*relabel.needs, "verdicts")))
+    docs = Path(__file__).resolve().parents[2] / "data" / "demo"
+    with pytest.raises(CurateError) as e:
+        run_pipeline(PipelineOptions(docs=str(docs), out=str(tmp_path / "run"), relabel=True, report=False))
+    assert "\n" not in str(e.value) and str(e.value).startswith("relabel needs the records' verdicts, which no stage")
+    assert not (tmp_path / "run").exists()  # nothing started: no folder, no model, no request
