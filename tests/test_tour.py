@@ -91,9 +91,11 @@ def test_the_readme_tour_runs_as_written(demo, tmp_path):
     generated = read_jsonl(tmp_path / "runs" / "gen" / "generated.jsonl")
     failed = read_jsonl(tmp_path / "runs" / "gen" / "failed.jsonl")
     assert generated, "the bundled model wrote a record"
-    family = shlex.split(lines[[ln.startswith("curate generate") for ln in lines].index(True)])
-    spec = load_spec(family[family.index("--task") + 1])
-    schema, params = fit_to_bundled(spec.generate.schema, spec.generate.params)
+    args = shlex.split(next(ln for ln in lines if ln.startswith("curate generate")))
+    step = load_spec(args[args.index("--task") + 1]).generate
+    if "--max-chars" in args:
+        step = step.with_max_chars(int(args[args.index("--max-chars") + 1]))
+    schema, params = fit_to_bundled(step.schema, step.params)
     cap = params["max_tokens"]
     assert cap == answer_token_cap(schema) < 1000
     for rec in generated:
