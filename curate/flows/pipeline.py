@@ -63,8 +63,8 @@ class PipelineOptions:
         "help": "Run folder: generate/, filter/, mine/, relabel/, export/ and pipeline.json (re-run to resume)."})
     n: int = field(default=200, metadata={  # passages sampled; one query each
         "flag": "--num-examples", "short": "-n", "min": 1,
-        "help": "Passages sampled with --seed, one query each (the bundled CPU model takes tens of seconds "
-                "a passage on 2 cores, about 9 minutes for 20; a server takes thousands)."})
+        "help": "Passages sampled with --seed, one query each (the bundled CPU model takes about 2 s a "
+                "passage on 2 idle cores, tens of seconds on busy ones; a server takes thousands)."})
     seed: int = field(default=0, metadata={"help": "Seed for every per-item draw."})
     llm: LLMOptions = field(default_factory=LLMOptions)  # generate's backend, and relabel's judge
     # or from-corpus-multihop (queries over 2-3 related passages), or a spec file
