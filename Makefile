@@ -31,7 +31,7 @@ demo: setup
 # The suite includes the vLLM integration test (tests/llm/test_vllm.py), so vLLM's CPU build is set up
 # too; CURATE_REQUIRE_VLLM makes that test fail, not skip, if it cannot find vLLM.
 test: setup vllm flagembedding browser
-	CURATE_REQUIRE_VLLM=1 CURATE_REQUIRE_FLAGEMBEDDING=1 CURATE_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -q --durations=15
+	CURATE_REQUIRE_VLLM=1 CURATE_REQUIRE_FLAGEMBEDDING=1 CURATE_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -q --durations=40
 
 # Headless Chromium and its driver from Debian's packages, for the test that opens `curate report`'s
 # page in a real browser (tests/report/test_report_browser.py); installed when missing (needs root).

@@ -49,14 +49,23 @@ def held_back(grid) -> dict[str, set[str]]:
 
 
 def measure(records_path: Path, hidden: dict[str, set[str]]) -> dict:
-    """Verdicts of every judged candidate (``meta.relabel``) against the held-back labels."""
+    """Verdicts of every judged candidate against the held-back labels: those that stayed
+    negatives carry theirs (``judges.relabel``), those that left are in ``rejected.jsonl``."""
+    from curate.core.jsonl import read_jsonl
     from curate.core.records import read_records
 
+    left: dict[str, list[dict]] = {}
+    rejected = records_path.parent / "rejected.jsonl"
+    for _, row in read_jsonl(rejected) if rejected.is_file() else []:
+        if row.get("step") == "relabel" and isinstance(row.get("detail"), dict):
+            left.setdefault(row["id"], []).append(row["detail"])
     c: Counter[str] = Counter()
     verdicts: Counter[str] = Counter()
     for rec in read_records(records_path):
         labels = hidden.get(str(rec.meta.get("query_id")), set())
-        for v in rec.meta.get("relabel") or []:
+        stayed = [{"doc_id": n.doc_id, **n.judges["relabel"]} for n in rec.negatives
+                  if isinstance((n.judges or {}).get("relabel"), dict)]
+        for v in [*left.get(rec.id, []), *stayed]:
             verdicts[v["verdict"]] += 1
             labelled, promoted = v["doc_id"] in labels, v["verdict"] in PROMOTED
             c["candidates"] += 1

@@ -1,12 +1,9 @@
-"""Every ``curate`` command the docs show is one curate takes, and the README tour runs as written.
+"""Every ``curate`` command the docs show is one curate takes.
 
 The parse check reads every fenced block of the README and of docs/ and hands each ``curate ...``
 line to the real command line's parser (nothing runs): a renamed option, a removed command or a
-value of the wrong type in the docs fails here, with the page and the line. The run check types
-the README tour's dataset commands (``mine``, ``export``, ``eval``) in a fresh folder whose
-``datasets/scifact`` is a small slice of SciFact; the tour's ``pipeline``, ``generate``,
-``filter`` and ``report`` lines are run the same way by the end-to-end tests of those stages
-(tests/flows/test_pipeline.py, tests/generate, tests/report).
+value of the wrong type in the docs fails here, with the page and the line. The README's tour is
+run line by line, as written, by tests/test_tour.py.
 """
 
 from __future__ import annotations
@@ -20,8 +17,7 @@ import click
 import pytest
 
 from curate.cli import cli
-from tests.helpers import REPO, read_jsonl, run_curate
-from tests.mine_helpers import scifact_slice
+from tests.helpers import REPO
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^```([\w-]*)[^\n]*\n(.*?)^```", re.S | re.M)
@@ -117,25 +113,6 @@ def test_a_misspelt_option_in_a_page_would_be_caught(tmp_path):
     assert (line, command) == (4, "curate mine --data d --splitt train --out o")
     with pytest.raises(click.NoSuchOption, match="--splitt"):
         parse(command)
-
-
-@pytest.fixture
-def tour_folder(tmp_path, monkeypatch) -> Path:
-    """A fresh folder with ``datasets/scifact``: 8 SciFact claims, their evidence and 60 more
-    abstracts, train and test qrels."""
-    if scifact_slice(tmp_path / "datasets" / "scifact", 8) is None:  # pragma: no cover
-        pytest.skip("no SciFact copy")
-    return tmp_path
-
-
-def test_the_readme_tour_runs_on_a_slice_of_scifact(tour_folder):
-    tour = {cmd.split()[1]: cmd for _, cmd in doc_commands(REPO / "README.md")}
-    for name in ("mine", "export", "eval"):
-        proc = run_curate(*shlex.split(tour[name])[1:], cwd=tour_folder)
-        assert proc.returncode == 0, f"{tour[name]}\n{proc.stderr}"
-    mined = read_jsonl(tour_folder / "runs" / "sf" / "mined.jsonl")
-    assert len(mined) == 8 and all(r["negatives"] for r in mined)
-    assert list((tour_folder / "runs" / "sf-export").rglob("*.parquet")), "files a trainer reads"
 
 
 def test_the_command_line_reference_is_written_from_the_declarations():

@@ -7,12 +7,12 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn,
-                           TimeRemainingColumn)
-from rich.table import Table
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
+from rich.table import Column, Table
 from rich.text import Text
 
 console = Console(stderr=True)
@@ -84,26 +84,152 @@ class _RateColumn(ProgressColumn):
     per family of a shared queue), else of the progress's own."""
 
     def __init__(self, stats: RunStats | None):
-        super().__init__()
+        super().__init__(table_column=Column(overflow="ellipsis"))  # the one column a narrow terminal cuts
         self.stats = stats
 
     def render(self, task) -> Text:
         s = task.fields.get("stats") or self.stats
         if s is None:
             return Text("")
-        t = max(s.elapsed, 1e-6)
-        flight = f"  in flight {s.in_flight()}" if s.in_flight is not None else ""
-        return Text(f"{s.ok / t:.2f} rec/s  {s.completion_tokens / t:.0f} tok/s  failed {s.failed}{flight}")
+        return Text(_rate_text(s), no_wrap=True, overflow="ellipsis")
 
 
-def progress_bar(stats: RunStats | None, description: str) -> Progress:
-    return Progress(
+def _rate_text(s: RunStats) -> str:
+    """``0.25 rec/s  40 tok/s  failed 0``; a slow model's pace as seconds a record (``27 s/rec``),
+    which two decimals of records a second would show as 0.00."""
+    t = max(s.elapsed, 1e-6)
+    rec = f"{s.ok / t:.2f} rec/s" if s.ok / t >= 0.1 or not s.ok else f"{t / s.ok:.0f} s/rec"
+    tok = s.completion_tokens / t
+    flight = f"  in flight {s.in_flight()}" if s.in_flight is not None else ""
+    return f"{rec}  {tok:.0f} tok/s  failed {s.failed}{flight}" if tok >= 10 or not s.completion_tokens else \
+        f"{rec}  {tok:.1f} tok/s  failed {s.failed}{flight}"
+
+
+def time_left(elapsed: float, done: int, left: int) -> float | None:
+    """Seconds left at the pace so far: ``elapsed`` over the ``done`` items this run finished,
+    times the ``left`` items; None before the first item (no pace yet)."""
+    return elapsed / done * left if done > 0 and elapsed > 0 else None
+
+
+class _EtaColumn(ProgressColumn):
+    """Time left at the pace since the bar started (``time_left``). rich's own column measures the
+    speed over the last 30 seconds only, so work whose items take longer than that (the bundled
+    model writes one in tens of seconds) showed ``-:--:--`` until it ended."""
+
+    max_refresh = 0.5
+
+    def render(self, task) -> Text:
+        if task.finished:
+            return Text("0:00:00", style="progress.remaining")
+        left = None
+        if task.total is not None and task.elapsed:
+            left = time_left(task.elapsed, int(task.completed - task.fields.get("base", 0)),
+                             int(task.total - task.completed))
+        if left is None:
+            return Text("-:--:--", style="progress.remaining")
+        return Text(str(timedelta(seconds=int(left))), style="progress.remaining")
+
+
+class _Bars(Progress):
+    """rich's Progress that remembers each bar's starting count (``base``: items done by an
+    earlier run), so the time left follows only this run's pace."""
+
+    def add_task(self, description: str, start: bool = True, total: float | None = 100.0, completed: int = 0,
+                 visible: bool = True, **fields: Any):
+        fields.setdefault("base", completed)
+        return super().add_task(description, start=start, total=total, completed=completed, visible=visible,
+                                **fields)
+
+
+class _PlainBars:
+    """The bars' stand-in when stderr is not a terminal (a log file, CI, a background job), where
+    redraws are lost: the same calls (``add_task``, ``advance``, ``update``), and for each bar a
+    ``plain_line`` once every ``$CURATE_PROGRESS_SECONDS`` (30) seconds, none after its last item.
+    Used as a context manager, a timer writes the lines even while no item finishes (the bundled
+    model takes minutes over some), so a log is never silent for long. ``track`` and
+    ``progress_bar`` both use it: every stage logs its progress the one way."""
+
+    def __init__(self, stats: RunStats | None = None, final: bool = False):
+        import threading
+
+        self.stats = stats
+        self.final = final  # at the end, one line a bar with where it ended (as rich's bars leave theirs)
+        self.every = _plain_every()
+        self._bars: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._timer: threading.Thread | None = None
+
+    def __enter__(self) -> _PlainBars:
+        import threading
+
+        if self.every > 0:
+            self._timer = threading.Thread(target=self._tick, name="curate-progress", daemon=True)
+            self._timer.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._timer is not None:
+            self._timer.join()
+        if self.final:
+            now = time.perf_counter()
+            for bar in self._bars:
+                s = bar["stats"]
+                rate = f", {_rate_text(s)}" if s is not None else ""
+                console.print(f"{bar['description']}: {bar['completed']}/{bar['total']}{rate}, "
+                              f"{_duration(now - bar['started'])} in all", markup=False, highlight=False,
+                              soft_wrap=True)
+
+    def _tick(self) -> None:
+        while not self._stop.wait(min(self.every, 5.0)):
+            for bar in list(self._bars):
+                self._maybe_say(bar)
+
+    def add_task(self, description: str, total: float | None = None, completed: int = 0, **fields: Any) -> int:
+        now = time.perf_counter()
+        self._bars.append({"description": description, "total": int(total or 0), "completed": int(completed),
+                           "base": int(completed), "started": now, "said": now,
+                           "stats": fields.get("stats") or self.stats})
+        return len(self._bars) - 1
+
+    def advance(self, task: int, advance: float = 1) -> None:
+        bar = self._bars[task]
+        bar["completed"] += int(advance)
+        self._maybe_say(bar)
+
+    def update(self, task: int, completed: float | None = None, advance: float | None = None, **_: Any) -> None:
+        bar = self._bars[task]
+        if completed is not None:
+            bar["completed"] = int(completed)
+        if advance:
+            bar["completed"] += int(advance)
+        self._maybe_say(bar)
+
+    def _maybe_say(self, bar: dict[str, Any]) -> None:
+        with self._lock:
+            now = time.perf_counter()
+            if now - bar["said"] < self.every or bar["completed"] >= bar["total"]:
+                return
+            bar["said"] = now
+        s = bar["stats"]
+        console.print(plain_line(bar["description"], bar["completed"], bar["total"], now - bar["started"],
+                                 base=bar["base"], rate=_rate_text(s) if s is not None else None),
+                      markup=False, highlight=False, soft_wrap=True)
+
+
+def progress_bar(stats: RunStats | None, description: str) -> Progress | _PlainBars:
+    """Bars for a stage's LLM work (one per family: ``add_task(..., stats=...)``); on a terminal,
+    rich's live bars with the time left; elsewhere, plain lines (``_PlainBars``)."""
+    if not console.is_terminal:
+        return _PlainBars(stats, final=True)
+    return _Bars(
         TextColumn("[bold]{task.description}"),
-        BarColumn(),
+        BarColumn(bar_width=20),
         MofNCompleteColumn(),
-        _RateColumn(stats),
         TimeElapsedColumn(),
-        TimeRemainingColumn(),
+        _EtaColumn(),
+        _RateColumn(stats),  # last: on a narrow terminal it is cut, not the count or the time left
         console=console,
         transient=False,
         refresh_per_second=2,  # redrawing costs CPU that the event loop needs at thousands of requests/s
@@ -156,42 +282,35 @@ def track(total: int, description: str, quiet: bool | None = None) -> Iterator[C
         yield lambda n=1: None
         return
     if not console.is_terminal:
-        yield _plain_lines(total, description)
+        with _PlainBars() as bars:
+            task = bars.add_task(description, total=total)
+            yield lambda n=1: bars.advance(task, n)
         return
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TimeRemainingColumn(), console=console, transient=False, refresh_per_second=2) as progress:
+    with _Bars(TextColumn("[bold]{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn(),
+               TimeElapsedColumn(), _EtaColumn(), console=console, transient=False, refresh_per_second=2) as progress:
         task = progress.add_task(description, total=total)
         yield lambda n=1: progress.advance(task, n)
 
 
-def _plain_lines(total: int, description: str) -> Callable[[int], None]:
-    """``advance`` for a log: a ``plain_line`` once every interval, none for the last item."""
+def _plain_every() -> float:
+    """Seconds between two plain progress lines (``$CURATE_PROGRESS_SECONDS``, default 30)."""
     import os
 
     try:
-        every = float(os.environ.get(PLAIN_EVERY_ENV) or 30)
+        return float(os.environ.get(PLAIN_EVERY_ENV) or 30)
     except ValueError:
-        every = 30.0
-    started = said = time.perf_counter()
-    done = 0
-
-    def advance(n: int = 1) -> None:
-        nonlocal done, said
-        done += n
-        now = time.perf_counter()
-        if now - said >= every and done < total:
-            said = now
-            console.print(plain_line(description, done, total, now - started), markup=False, highlight=False,
-                          soft_wrap=True)
-
-    return advance
+        return 30.0
 
 
-def plain_line(description: str, done: int, total: int, elapsed: float) -> str:
-    """``encoding: 120/2196 (5%), 1 min 25 s so far, about 24 min left``."""
-    left = elapsed / done * (total - done) if done else None
+def plain_line(description: str, done: int, total: int, elapsed: float, base: int = 0,
+               rate: str | None = None) -> str:
+    """``encoding: 120/2196 (5%), 1 min 25 s so far, about 24 min left``; ``base``: items done
+    before this run (a resumed one), left out of the pace; ``rate``: a stage's own rate text
+    (generate: records and tokens a second), put after the count."""
+    left = time_left(elapsed, done - base, total - done)
     eta = f"about {_duration(left)} left" if left is not None else "no estimate yet"
-    return f"{description}: {done}/{total} ({done / total:.0%}), {_duration(elapsed)} so far, {eta}"
+    return f"{description}: {done}/{total} ({done / total:.0%}), {rate + ', ' if rate else ''}" \
+           f"{_duration(elapsed)} so far, {eta}"
 
 
 def _duration(seconds: float) -> str:

@@ -17,7 +17,8 @@ and corpus id), its own positive's id in ``positive_id`` and the teacher's numbe
 ``teacher`` (``TeacherScores``); version 2 gave each mined negative
 its corpus ``doc_id``. Older files (version 2: ``meta.positives``/``meta.positive_ids``/``scores.teacher``; version
 1: ids in ``meta.mine.doc_ids``, matched by position; 3: the per-negative lists above) are
-upgraded as they are read.
+upgraded as they are read, and so are relabel's verdicts kept in ``meta.relabel`` (now each on its
+negative, ``judges.relabel``; read for one release).
 """
 
 from __future__ import annotations
@@ -269,6 +270,8 @@ class Record:
         if version < 4:  # the teacher's negative ranks: under teacher (version 3) or scores.teacher (2)
             teacher = d.get("teacher") or (d.get("scores") or {}).get("teacher")
             _upgrade_v3(rec, teacher.get("negative_ranks") if isinstance(teacher, dict) else None)
+        if "relabel" in rec.meta:
+            _upgrade_relabel(rec)
         rec.schema_version = SCHEMA_VERSION
         return rec
 
@@ -334,6 +337,38 @@ def _upgrade_v3(rec: Record, ranks: list[int] | None) -> None:
                 for n, v in zip(negs, verdicts):
                     if isinstance(v, dict):
                         n.judges = {**(n.judges or {}), check: v}
+
+
+# A one-release reader (remove after the next release): relabel kept every candidate's verdict in
+# ``meta.relabel`` ({index, doc_id, verdict, tier[, error]}, index into the negatives before the
+# promoted and unsure ones left); the verdicts now sit on the negatives, as ``judges.relabel``.
+_RELABEL_STAYS = ("not_relevant", "unjudged")  # the verdicts that left the negative in place
+
+
+def _upgrade_relabel(rec: Record) -> None:
+    """Move ``meta.relabel``'s verdicts onto the negatives they name: by position (the index less
+    the candidates that left before it), checked against the doc_id where there is one, else by
+    doc_id alone. A verdict that names no negative any more (a later step dropped it) is dropped,
+    so counting verdicts can no longer vouch for a negative nobody judged."""
+    entries = rec.meta.get("relabel")
+    rec.meta = {k: v for k, v in rec.meta.items() if k != "relabel"}
+    if not isinstance(entries, list):
+        return
+    entries = [e for e in entries if isinstance(e, dict) and _is_int(e.get("index"))]
+    gone = [e["index"] for e in entries if e.get("verdict") not in _RELABEL_STAYS]
+    negs = rec.negatives
+    for e in entries:
+        if e.get("verdict") not in _RELABEL_STAYS:
+            continue
+        pos = e["index"] - sum(g < e["index"] for g in gone)
+        doc_id = None if e.get("doc_id") is None else str(e["doc_id"])
+        if not (0 <= pos < len(negs) and doc_id in (None, negs[pos].doc_id)):
+            same = [k for k, n in enumerate(negs) if doc_id is not None and n.doc_id == doc_id]
+            if len(same) != 1:
+                continue
+            pos = same[0]
+        negs[pos].judges = {**(negs[pos].judges or {}), "relabel": {
+            k: e[k] for k in ("verdict", "tier", "error") if k in e}}
 
 
 def margin_of(positive: float, neg_scores: Sequence[float]) -> float | None:

@@ -45,7 +45,7 @@ from typing import Any
 
 from curate.core.errors import CurateError
 from curate.core.jsonl import JsonlAppender, atomic_write_json
-from curate.llm.redact import mask_secrets
+from curate.core.secrets import mask_secrets
 
 LOCK = ".curate.lock"
 STAGING = ".curate-staging-"

@@ -50,7 +50,7 @@ from curate.core.hashing import file_digest, tree_digest, value_digest
 from curate.core.jsonl import atomic_write_json, read_json_object
 from curate.core.params import check_values, field_flag
 from curate.core.registry import Registry
-from curate.llm.redact import mask_secrets
+from curate.core.secrets import mask_secrets
 from curate.core.errors import CurateError
 from curate.core.runner import REJECTED, REPORT, RUN_JSON, folder_lock, open_run, settle
 
@@ -103,6 +103,17 @@ class Stage:
     # names of the stage folders its latest run is made of, and of those it has reached so far
     # (None: no record). A stage folder it names and has not reached is an earlier run's
     members: Callable[[Path], tuple[list[str], list[str]] | None] | None = None
+    # the ``meta["source"]`` values it writes on records it builds from a dataset (mine: a BEIR
+    # folder, a pairs file, a hub set): such records share one task text, so an export tells its
+    # inputs apart by the dataset's name (``dataset_sources``)
+    dataset_sources: tuple[str, ...] = ()
+    # what its LLM calls took, from its report (``llm_usage``: requests, prompt and completion
+    # tokens, cost, the estimate's seconds): the report page's time-and-cost row; None: no LLM
+    usage: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    # the record fields it reads from the records it is given, and those it adds for the stages
+    # after it (distilabel's step columns): an orchestrator checks its chain before the first runs
+    needs: tuple[str, ...] = ()
+    adds: tuple[str, ...] = ()
 
     def path(self, folder: str | Path, role: str = "records") -> Path:
         """Where a run of this stage in ``folder`` keeps its ``role`` output."""
@@ -127,6 +138,40 @@ STAGES: Registry[Stage] = Registry("stage", "curate.stages", builtin=(
     "curate.generate.stage", "curate.filter.main", "curate.mine.main", "curate.export.main",
     "curate.convert.main", "curate.holdout.main", "curate.train.main", "curate.train.fit_stage",
     "curate.evaluate.stage", "curate.flows.pipeline"))
+
+
+def llm_usage(node: Any, calls: str) -> dict[str, Any]:
+    """The LLM calls recorded under ``node`` (part of a report), summed: every block holding
+    ``tokens`` (prompt and completion) counts once, its calls under the key ``calls`` (each stage
+    names its own), with its ``cost`` and its ``estimate``'s seconds where given."""
+    found: dict[str, Any] = {"requests": 0, "prompt": 0, "completion": 0, "cost": None, "estimate": None}
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            tokens = node.get("tokens")
+            if isinstance(tokens, dict) and {"prompt", "completion"} <= tokens.keys():
+                found["prompt"] += int(tokens.get("prompt") or 0)
+                found["completion"] += int(tokens.get("completion") or 0)
+                found["requests"] += int(node.get(calls) or 0)
+                if isinstance(node.get("cost"), (int, float)):
+                    found["cost"] = (found["cost"] or 0.0) + node["cost"]
+                est = node.get("estimate")
+                if isinstance(est, dict) and isinstance(est.get("seconds"), (int, float)):
+                    found["estimate"] = (found["estimate"] or 0.0) + est["seconds"]
+                return
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(node)
+    return found
+
+
+def dataset_sources() -> frozenset[str]:
+    """Every ``meta["source"]`` value that some stage writes on records built from a dataset."""
+    return frozenset(source for _, stage in STAGES.items() for source in stage.dataset_sources)
 
 
 def report_of(folder: str | Path) -> dict[str, Any] | None:
@@ -191,13 +236,46 @@ def is_done(stage: Stage, opts: Any, key: str | None = None) -> bool:
             and marker.get("fingerprint") == (key or fingerprint(stage, opts)))
 
 
-def preflight(stage: Stage, opts: Any) -> None:
+def check_chain(chain: list[Stage]) -> None:
+    """Refuse a chain of stages in which one needs a record field that no stage before it adds, in
+    one line, before the first stage runs (the first reads what it is given: its needs are its
+    input's)."""
+    have: set[str] = set(chain[0].needs) if chain else set()
+    for i, stage in enumerate(chain):
+        missing = [name for name in stage.needs if name not in have]
+        if missing:
+            before = ", ".join(s.name for s in chain[:i])
+            raise CurateError(f"{stage.name} needs the records' {', '.join(missing)}, which no stage before it "
+                              f"({before}) adds: put a stage that adds {'them' if len(missing) > 1 else 'it'} "
+                              f"before {stage.name}, or leave {stage.name} out")
+        have.update(stage.adds)
+
+
+def preflight(stage: Stage, opts: Any, made: list[str | Path] = ()) -> None:
     """Every check a run of ``stage`` makes before it starts: its numbers in their declared ranges
     and finite (however the options were made), then the stage's own ``check``. The pipeline and
-    an ablation grid call it for every stage before the first one runs."""
+    an ablation grid call it for every stage before the first one runs.
+
+    ``made``: the folders of the stages that run before it in a chain. What they will write is not
+    there yet, so an input option listing several paths is checked without those inside them (a
+    single path is the stage's to check when it runs)."""
     check_values(opts)
+    if made:
+        opts = _without_made(stage, opts, [Path(m).resolve() for m in made])
     if stage.check is not None:
         stage.check(opts)
+
+
+def _without_made(stage: Stage, opts: Any, made: list[Path]) -> Any:
+    """``opts`` with the paths inside ``made`` left out of its list-valued inputs."""
+    def later(value: Any) -> bool:  # a path, or a folder with a ":SPLIT" after it (export's --decontaminate)
+        text = str(value)
+        paths = [Path(p).resolve() for p in {text, text.rpartition(":")[0] or text}]
+        return any(p == m or m in p.parents for p in paths for m in made)
+
+    changes = {name: tuple(v for v in getattr(opts, name) if not later(v)) for name in stage.reads
+               if isinstance(getattr(opts, name), (list, tuple))}
+    return dataclasses.replace(opts, **changes) if changes else opts
 
 
 def run_stage(stage: Stage, opts: Any, *, resume: bool = False, quiet: bool = False,

@@ -192,10 +192,13 @@ def wilson_interval(hits: int, n: int, z: float = AGREEMENT_Z) -> tuple[float, f
 
 
 def vetted(it: Item) -> bool:
-    """Every negative the record keeps was judged not relevant by ``relabel`` (meta["relabel"])."""
-    verdicts = (it.record.meta or {}).get("relabel") or []
-    return bool(it.record.negatives) and sum(v.get("verdict") == "not_relevant" for v in verdicts) >= len(
-        it.record.negatives)
+    """Every negative the record keeps was judged not relevant by ``relabel``: each one's own
+    verdict (``judges["relabel"]``), so a negative nobody judged never passes for a judged one."""
+    def verdict(n) -> Any:
+        v = (n.judges or {}).get("relabel")
+        return v.get("verdict") if isinstance(v, dict) else None
+
+    return bool(it.record.negatives) and all(verdict(n) == "not_relevant" for n in it.record.negatives)
 
 
 def auto_per_row(items: Sequence[Item]) -> tuple[int | None, dict]:

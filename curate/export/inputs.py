@@ -1,8 +1,9 @@
 """Read the export's inputs: records from every ``--in``, with where each came from.
 
-Each record is tagged with its input file and a dataset name: records that ``curate mine``
-built from a dataset (BEIR folder, pairs file, Hugging Face set) all share one task text,
-so the dataset name is what tells two such inputs apart when batches are made per task.
+Each record is tagged with its input file and a dataset name: records that a stage built from
+a dataset (``curate mine`` from a BEIR folder, pairs file or Hugging Face set; each stage declares
+the ``meta["source"]`` values it writes so, ``Stage.dataset_sources``) all share one task text, so
+the dataset name is what tells two such inputs apart when batches are made per task.
 Summaries of the report of the filter or mine run that wrote an input (``report.json`` beside
 it) go to the dataset card, so the card says how the data was made.
 """
@@ -16,9 +17,6 @@ from typing import Any
 
 from curate.core.errors import CurateError
 from curate.core.records import Record, first_of_each_id, read_records
-
-# ``meta["source"]`` values that ``curate mine`` writes on records it creates from a dataset.
-MINED_SOURCES = ("beir", "pairs", "hf")
 
 
 @dataclass
@@ -74,6 +72,9 @@ def _provenance(path: Path) -> tuple[str | None, dict[str, Any] | None]:
 
 def load_inputs(paths: list[str | Path]) -> tuple[list[Item], list[Source]]:
     """Every record of every input, in input order; a record id seen before is skipped (counted)."""
+    from curate.core.stage import dataset_sources
+
+    from_dataset = dataset_sources()
     items: list[Item] = []
     sources: list[Source] = []
     seen: set[str] = set()
@@ -92,7 +93,7 @@ def load_inputs(paths: list[str | Path]) -> tuple[list[Item], list[Source]]:
         src.skipped += [r.id for r in repeats]
         for rec in records:
             dataset = ""
-            if (rec.meta or {}).get("source") in MINED_SOURCES:
+            if (rec.meta or {}).get("source") in from_dataset:
                 dataset = src.dataset = named or path.parent.name or path.stem
             items.append(Item(rec, str(path), dataset))
             src.records += 1

@@ -414,5 +414,5 @@ def details(report: dict[str, Any]) -> list[tuple[str, str]]:
 
 STAGE = Stage("export", ExportOptions, export_stage, check=check, also_writes=_outputs,
               reads=("inputs", "decontaminate"), writes={},
-              summary=summary, funnel=funnel, present=present, details=details)
+              summary=summary, funnel=funnel, present=present, details=details, needs=("query", "positive"))
 STAGES.register(STAGE.name, STAGE)

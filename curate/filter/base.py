@@ -94,6 +94,12 @@ class FilterContext:
             self._teacher = self.teacher_factory()
         return self._teacher
 
+    @property
+    def made_teacher(self):
+        """The teacher if a step asked for one, else None: the report and the clean-up after the
+        steps read it without loading a model no step used."""
+        return self._teacher
+
     def reject(self, record: Record | str, reason: str, numbers: dict[str, Any] | None = None,
                negative=None) -> None:
         """Log a drop: the whole record, or one of its negatives when ``negative`` is given."""

@@ -16,7 +16,7 @@ from curate.core.errors import CurateError
 from curate.core.executor import Executor
 from curate.filter.base import FilterContext
 from curate.filter.recipe import load_recipe, shipped_recipes
-from curate.core.stage import REPORT, STAGES, FunnelRow, Stage
+from curate.core.stage import REPORT, STAGES, FunnelRow, Stage, llm_usage
 from curate.filter.run import FILTERED, REJECTED, run_steps, write_outputs
 from curate.llm.options import LLMOptions
 from curate.core.records import Record, first_of_each_id, read_records
@@ -109,9 +109,7 @@ def filter_stage(opts: FilterOptions, run) -> dict[str, Any]:
     if not records:
         raise CurateError(f"{in_path}: no records")
     run.params["steps"] = [{"step": c.name, **c.params} for c in recipe.steps]  # what the recipe resolved to
-    return _filter(records, in_path, out_dir, run, recipe, opts.teacher, opts.query_prompt, opts.doc_prompt,
-                   Path(opts.corpus) if opts.corpus else None, opts.llm, started, opts.executor, opts.plots,
-                   tuple(opts.prompts_dirs))
+    return _filter(opts, records, run, recipe, started)
 
 
 def run_filter(opts: FilterOptions) -> dict[str, Any]:
@@ -121,25 +119,26 @@ def run_filter(opts: FilterOptions) -> dict[str, Any]:
     return run_stage(STAGE, opts, quiet=True)[0]
 
 
-def _filter(records, in_path: Path, out_dir: Path, run, recipe, teacher, query_prompt, doc_prompt, corpus_path,
-            llm_opts: LLMOptions, started: float, executor: Executor, plots: bool = True,
-            prompt_dirs: tuple[str, ...] = ()) -> dict[str, Any]:
-    corpus = [text for _, text in read_corpus(corpus_path)] if corpus_path else []
+def _filter(opts: FilterOptions, records: list[Record], run, recipe, started: float) -> dict[str, Any]:
+    """The recipe's steps over ``records`` (read from ``opts.inp``), the outputs written, the report."""
+    in_path, out_dir, executor = Path(opts.inp), Path(opts.out), opts.executor
+    corpus = [text for _, text in read_corpus(Path(opts.corpus))] if opts.corpus else []
     teacher_cfg = dict(recipe.teacher)
-    for key, value in (("model", teacher), ("query_prompt", query_prompt), ("doc_prompt", doc_prompt)):
+    for key, value in (("model", opts.teacher), ("query_prompt", opts.query_prompt), ("doc_prompt", opts.doc_prompt)):
         if value is not None:
             teacher_cfg[key] = value
+    llm_opts = opts.llm
     price = llm_opts.price_per_1k_tokens if llm_opts.price_per_1k_tokens is not None else recipe.price_per_1k_tokens
     ctx = FilterContext(out_dir=out_dir, executor=executor, teacher_factory=_teacher_factory(teacher_cfg, executor),
-                        llm_factory=_judge_factory(llm_opts, out_dir), corpus=corpus, prompt_dirs=prompt_dirs,
-                        price=price)
+                        llm_factory=_judge_factory(llm_opts, out_dir), corpus=corpus,
+                        prompt_dirs=tuple(opts.prompts_dirs), price=price)
     unique, dup_row = _first_copies(records, ctx)
     kept, rows = run_steps(unique, recipe, ctx, executor)
     rows = dup_row + rows
-    if ctx._teacher is not None:
-        ctx._teacher.close()  # free any encoding workers
+    if ctx.made_teacher is not None:
+        ctx.made_teacher.close()  # free any encoding workers
     written = []
-    if plots and any(r.teacher is not None for r in unique):
+    if opts.plots and any(r.teacher is not None for r in unique):
         from curate.filter.plots import write_plots
 
         written = [str(out_dir / p.relative_to(run.dir)) for p in write_plots(unique, run.dir)]
@@ -182,7 +181,7 @@ def _first_copies(records: list[Record], ctx: FilterContext) -> tuple[list[Recor
 
 
 def _teacher_stats(ctx: FilterContext, cfg: dict[str, Any]) -> dict[str, Any] | None:
-    t = ctx._teacher
+    t = ctx.made_teacher
     if t is None:
         return None
     return {"model": getattr(t, "model_id", cfg.get("model")), "encoded": getattr(t, "encoded", None),
@@ -312,5 +311,6 @@ def _recipe_files(opts: FilterOptions) -> list[Path]:
 
 STAGE = Stage("filter", FilterOptions, filter_stage, check=check, reads=("inp", "corpus"), also_reads=_recipe_files,
               writes={"records": FILTERED, "drops": REJECTED}, summary=summary, funnel=funnel,
-              present=present, provenance=provenance)
+              present=present, provenance=provenance, usage=lambda report: llm_usage(report, "judge_calls"),
+              needs=("query", "positive"))
 STAGES.register(STAGE.name, STAGE)

@@ -36,7 +36,7 @@ from rich.markup import escape
 
 from curate.core.errors import CurateError
 from curate.core.jsonl import atomic_write_json
-from curate.core.stage import DONE, STAGES, Stage, preflight, report_of, run_stage
+from curate.core.stage import DONE, STAGES, Stage, check_chain, preflight, report_of, run_stage
 from curate.llm.options import LLMOptions
 from curate.core.progress import console
 from curate.holdout.main import HoldoutOptions
@@ -47,6 +47,11 @@ HOLDOUT_SHARE = HoldoutOptions.__dataclass_fields__["share"]  # declared once, b
 
 RELABEL = "relabel"  # the recipe the relabel stage runs, and its folder
 FUNNEL = "pipeline.json"
+# The stages this flow chains, in order, each in a folder of its name; ``stages`` wires their
+# options. An optional one (holdout, relabel) that a run leaves out keeps its place in the funnel
+# as None, and says in one line how to have it, when it has such a line (``OFF``).
+CHAIN = ("generate", "filter", "holdout", "mine", RELABEL, "export")
+OFF = {RELABEL: "off (--relabel asks an LLM judge about the mined negatives)"}
 
 
 @dataclass(kw_only=True)
@@ -113,10 +118,12 @@ def check(opts: PipelineOptions) -> None:
     text_folder = docs.is_dir() and not (docs / "corpus.jsonl").is_file()
     if text_folder and docs.resolve() in (out.resolve(), *out.resolve().parents):
         raise CurateError(f"--out {out} lies inside DOCS {docs}: a re-run would read its files as documents")
-    for stage, stage_opts in stages(opts, opts.llm, out):
-        if getattr(stage_opts, "decontaminate", None):  # the held-out folder: holdout writes it, export then checks it
-            stage_opts = dataclasses.replace(stage_opts, decontaminate=())
-        preflight(stage, stage_opts)
+    chain = stages(opts, opts.llm, out)
+    check_chain([stage for stage, _ in chain])  # each stage finds the record fields it needs
+    made: list[str] = []  # the folders of the stages before: what they write is not there yet
+    for stage, stage_opts in chain:
+        preflight(stage, stage_opts, made=made)
+        made.append(stage_opts.out)
 
 
 def pipeline_stage(opts: PipelineOptions, run) -> dict[str, Any]:
@@ -147,21 +154,23 @@ def run_pipeline(opts: PipelineOptions) -> dict[str, Any]:
     run_stage(PIPELINE, opts, quiet=True)
     out = Path(opts.out)
     funnel = json.loads((out / FUNNEL).read_text(encoding="utf-8"))
-    print_funnel(funnel, [stage for stage, _ in stages(opts, opts.llm, out)])
+    chain = [stage for stage, _ in stages(opts, opts.llm, out)]
+    print_funnel(funnel, chain)
     if opts.report:
         from curate.report import write_report
 
         console.print(f"  [bold]{'report':<9}[/bold] {escape(str(write_report(out)))}", soft_wrap=True)
     if funnel["stopped"]:  # the funnel above says where the records went
         raise CurateError(funnel["stopped"])
-    for i, line in enumerate(next_steps(out, opts.report)):
+    for i, line in enumerate(next_steps(out, opts.report, chain[-1].name)):
         console.print(f"  [bold]{'next' if i == 0 else '':<9}[/bold] {escape(line)}", soft_wrap=True)
     return funnel
 
 
-def next_steps(out: Path, report: bool) -> list[str]:
-    """What a person does with a finished run, in the order they would."""
-    export = out / STAGES.get("export").name
+def next_steps(out: Path, report: bool, last: str = CHAIN[-1]) -> list[str]:
+    """What a person does with a finished run, in the order they would (``last``: the folder of
+    the chain's last stage, the training data)."""
+    export = out / last
     steps = [f"open {out / 'report.html'} in a browser: every record kept or dropped, and why" if report
              else f"curate report {out}: one page with every record kept or dropped, and why",
              f"curate train {out}: the bundled MiniLM (or --base MODEL) fine-tuned on {export}, scored before and "
@@ -174,8 +183,7 @@ def next_steps(out: Path, report: bool) -> list[str]:
 def stages(opts: PipelineOptions, llm: LLMOptions, out: Path) -> list[tuple[Stage, Any]]:
     """The stages in order, each with its options; a stage reads the one before it through the
     contract (``Stage.path``), so nothing here knows a stage's file names or imports its module."""
-    generate, filter_, holdout, mine, export = (STAGES.get(name) for name in
-                                                ("generate", "filter", "holdout", "mine", "export"))
+    generate, filter_, holdout, mine, relabel, export = (STAGES.get(name) for name in CHAIN)
     gen = out / generate.name
     corpus = str(generate.path(gen, "corpus"))
     steps: list[tuple[Stage, Any]] = [
@@ -198,7 +206,6 @@ def stages(opts: PipelineOptions, llm: LLMOptions, out: Path) -> list[tuple[Stag
                                      teachers=(opts.teacher,) if opts.teacher else (), seed=opts.seed,
                                      plots=opts.plots, scores=opts.scores)))
     if opts.relabel:
-        relabel = STAGES.get(RELABEL)
         steps.append((relabel, relabel.options(inp=str(mine.path(out / mine.name)), out=str(out / RELABEL),
                                                recipe=RELABEL, llm=llm, plots=opts.plots,
                                                prompts_dirs=tuple(opts.prompts_dirs))))
@@ -250,7 +257,7 @@ def build_funnel(opts: PipelineOptions, docs, states: dict[str, str], reports: d
         "documents": {"files": d["files"], "documents": d["documents"], "passages": d["passages"],
                       "skipped": len(d["skipped"]), "replaced": len(d["replaced"])},
     }
-    for name in ("generate", "filter", "holdout", "mine", RELABEL, "export"):
+    for name in CHAIN:
         funnel[name] = None
     for name, (stage, report) in reports.items():
         report = report_of(out / name) or report
@@ -271,16 +278,19 @@ def print_funnel(f: dict[str, Any], order: list[Stage]) -> None:
     say("read", f"{_n(d['documents'], 'document')} from {_n(d['files'], 'file')}, "
                 f"{_n(d['passages'], 'passage')} cut{skipped}")
     plots: list[str] = []
-    for stage in order:
-        entry = f.get(stage.name)
-        if not entry or stage.present is None:
+    present = {stage.name: stage for stage in order}
+    before = False  # the stage before in the chain was shown: the run got this far
+    for name in CHAIN:
+        stage, entry = present.get(name), f.get(name)
+        if stage is None and name in OFF and before:  # left out of this run: how to have it
+            say(name, OFF[name])
+        before = bool(entry) or (stage is None and before)
+        if stage is None or not entry or stage.present is None:
             continue
         done = " (done earlier)" if f["stages"].get(stage.name) == DONE else ""
         for label, text in stage.present(entry).lines:
             say(label, text + (done if label else ""))
         plots += entry.get("plots", [])
-        if stage.name == "mine" and f.get(RELABEL) is None:
-            say(RELABEL, "off (--relabel asks an LLM judge about the mined negatives)")
         if entry.get("folder"):
             say("data", escape(entry["folder"]))
     if plots:
@@ -316,7 +326,7 @@ def _relabel() -> Stage:
     """The filter stage under the name of its folder and recipe: an LLM judge on mined negatives."""
     from curate.filter.main import STAGE as FILTER
 
-    return dataclasses.replace(FILTER, name=RELABEL)
+    return dataclasses.replace(FILTER, name=RELABEL, needs=(*FILTER.needs, "negatives"))
 
 
 STAGES.register(RELABEL, _relabel())

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from curate.core.jsonl import atomic_write_jsonl, read_jsonl, trim_partial_tail
-from curate.llm.batch import PENDING, BatchPlan
+from curate.llm.batch import PENDING
 from curate.llm.client import LLMClient, derive_seed
 from curate.llm.task import LLMTask, Result
 from curate.core.progress import RunStats
@@ -214,7 +214,6 @@ class Asking:
     prompt_dirs: tuple[str, ...] = ()
     max_chars: int | None = None
     copy_retries: int = 0
-    batch: BatchPlan | None = None  # --batch: asked in batches (curate.llm.batch), else online
 
 
 async def ask_item(spec: TaskSpec, task: LLMTask[Example], item: Item, client: LLMClient, asking: Asking,

@@ -21,6 +21,7 @@ from curate.core.progress import RunStats
 from curate.generate.examples import FAILED, GENERATED, Item, asked_spec, drop_failed, finished_ids
 from curate.generate.queue import Asking, QueueWork, Sink, plan_queue, requests_by_family, run_queue
 from curate.generate.shards import merge_parts, run_sharded
+from curate.llm.batch import plan_of
 from curate.llm.taskspec import TaskSpec
 
 __all__ = ["Asking", "Family", "in_batches", "interleave", "prepare", "run_families"]
@@ -74,9 +75,10 @@ async def run_families(families: Sequence[Family], client: Any, out_dir: Path, a
                               stats=f.stats) if progress is not None else None for f in families]
     left = [len(f.todo) for f in families]
     timings = timings if timings is not None else {}
+    batched = plan_of(client) is not None  # --batch: the plan the client was opened with
     for f in families:
         f.stats.extra.setdefault("cache_hits", 0)
-        if asking.batch is None:  # the bar shows how many the client sends at once (a plugin backend may not say)
+        if not batched:  # the bar shows how many the client sends at once (a plugin backend may not say)
             f.stats.in_flight = getattr(client, "in_flight_limit", None)
         if not f.todo:
             f.stats.ended = time.perf_counter()
@@ -84,7 +86,7 @@ async def run_families(families: Sequence[Family], client: Any, out_dir: Path, a
     estimate = plan_queue(queue, specs, asking, client, families[0].stats.price) if queue else None
     pace = Pace(estimate) if estimate is not None else None
     # a batch run asks from here: its requests go out as one file, whatever the client processes
-    sharded = executor is not None and executor.shards > 1 and len(queue) > 1 and asking.batch is None
+    sharded = executor is not None and executor.shards > 1 and len(queue) > 1 and not batched
 
     def advance(k: int, n: int = 1) -> None:  # n more of family k's items finished
         if sharded and pace is not None:  # the shards' answers, timed here as they are reported
@@ -107,7 +109,7 @@ async def run_families(families: Sequence[Family], client: Any, out_dir: Path, a
         tallies = [[0, 0] for _ in families]
         sent_before = client.requests_sent
         sink = Sink(out_dir / GENERATED, out_dir / FAILED, [f.stats for f in families], tallies)
-        if asking.batch is None:
+        if not batched:
             first = await run_queue(work, client, sink, advance, pace)
         else:
             batches = await in_batches(families, work, client, sink, advance, out_dir)
@@ -130,28 +132,22 @@ async def in_batches(families: Sequence[Family], work: QueueWork, client: Any, s
                      out_dir: Path) -> dict[str, Any]:
     """The queue asked in batches (``--batch``, ``curate.llm.batch``): a pass over the items still
     to do collects the requests with no answer yet, one batch answers them, and the next pass
-    writes the records; the batches' files and ids live in ``OUT/batch``."""
+    writes the records; the batches' files and ids live in ``OUT/batch/generate`` (``OUT/batch``
+    before, moved there by the first run that resumes it)."""
     from dataclasses import replace
 
     from curate.core.progress import note
-    from curate.llm.batch import batch_rounds, runner_for
-
-    asking = work.asking
+    from curate.llm.batch import ask_in_batches
 
     resumed = [f.stats.resumed for f in families]  # done before this run (a pass's prepare counts its own)
 
-    async def one_pass(collector) -> None:
+    async def one_pass() -> None:
         prepare(families, out_dir, False)  # what the last pass wrote is done
         for f, n in zip(families, resumed):
             f.stats.resumed = n
-        client.batch = collector
-        try:
-            await run_queue(replace(work, entries=interleave(families)), client, sink, advance)
-        finally:
-            client.batch = None
+        await run_queue(replace(work, entries=interleave(families)), client, sink, advance)
 
-    runner = runner_for(asking.batch, client.cfg, note)
     # an item takes a batch for its first ask, one for each re-ask and each copy retry, and one
     # more for a line its batch failed or left unanswered (expired)
-    rounds = 2 + client.cfg.max_reasks + asking.copy_retries
-    return await batch_rounds(out_dir / "batch", one_pass, runner, rounds, note)
+    rounds = 2 + client.cfg.max_reasks + work.asking.copy_retries
+    return await ask_in_batches(client, "generate", one_pass, rounds, note, was=out_dir / "batch")

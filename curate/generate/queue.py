@@ -144,7 +144,7 @@ def plan_queue(queue: Sequence[tuple[int, Item]], specs: Sequence[TaskSpec], ask
     hosts = [re.sub(r"^(\w+://(127\.0\.0\.1|localhost)):\d+", r"\1", u) for u in cfg.base_urls]  # a local port changes
     key = value_digest(["generate", cfg.model, hosts, in_flight(client)])
     return plan("generate", prompts, len(queue), completion, in_flight(client), price, key=key,
-                batch=asking.batch.mode if asking.batch else None)
+                batch=cfg.batch.mode if cfg.batch else None)
 
 
 def requests_by_family(tallies: Sequence[list[int]], sent: int, answered: Sequence[int]) -> list[int]:

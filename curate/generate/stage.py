@@ -28,7 +28,7 @@ from typing import Any
 
 from curate.core.errors import CurateError
 from curate.core.executor import Executor
-from curate.core.stage import STAGES, FunnelRow, Stage
+from curate.core.stage import STAGES, FunnelRow, Stage, llm_usage
 from curate.generate.from_corpus import CORPUS  # the passages, which a next stage searches
 from curate.llm.options import LLMOptions
 
@@ -198,7 +198,7 @@ def generate_stage(opts: GenerateOptions, run) -> dict[str, Any]:
     from curate.generate.brainstorm import brainstorm, fixed_tasks, load_tasks
     from curate.generate.examples import plan_items
     from curate.generate.families import Asking, Family, run_families
-    from curate.llm.batch import BatchPlan
+    from curate.llm.batch import plan_of
     from curate.core.progress import RunStats
 
     names, source = _families_and_source(opts)
@@ -222,7 +222,7 @@ def generate_stage(opts: GenerateOptions, run) -> dict[str, Any]:
         else:
             if given:
                 tasks = load_tasks(Path(opts.tasks_file), spec.family)
-            elif opts.llm.batch == "vllm":
+            elif getattr(plan_of(client), "mode", None) == "vllm":  # the plan the client was opened with
                 raise CurateError("--batch vllm: brainstorming the tasks asks a server; give --tasks-file "
                                   "or --from-corpus")
             else:
@@ -238,8 +238,7 @@ def generate_stage(opts: GenerateOptions, run) -> dict[str, Any]:
         return Family(spec, items, stats)  # asked for with every other family's, in one queue
 
     executor = _client_processes(opts)
-    asking = Asking(dict(opts.pins), tuple(opts.prompts_dirs), opts.max_chars, opts.copy_retries,
-                    BatchPlan.of(opts.llm))
+    asking = Asking(dict(opts.pins), tuple(opts.prompts_dirs), opts.max_chars, opts.copy_retries)
 
     first_failure: list[str | None] = [None]
 
@@ -459,7 +458,7 @@ def _serve_and_ask(stage: str, opts: StageOptions, main, summaries, finish) -> d
     from curate.llm.redact import safe_url
 
     with llm_backend(opts.llm, Path(opts.out)) as (cfg, cache):
-        where = ("vLLM's offline runner" if opts.llm.batch == "vllm"
+        where = ("vLLM's offline runner" if cfg.batch is not None and cfg.batch.mode == "vllm"
                  else ", ".join(map(safe_url, cfg.base_urls)))
         console.print(f"[dim]{stage}: model {cfg.model} at {where}[/dim]")
         asyncio.run(main(cfg, cache))
@@ -549,5 +548,6 @@ def spec_files(opts: GenerateOptions) -> list[Path]:
 STAGE = Stage("generate", GenerateOptions, generate_stage, check=check, also_reads=spec_files,
               reads=("tasks_file", "pairs", "corpus"),
               writes={"records": GENERATED, "drops": FAILED, "corpus": CORPUS}, appends=True,
-              summary=summary, funnel=funnel, present=present)
+              summary=summary, funnel=funnel, present=present, adds=("query", "positive"),
+              usage=lambda report: llm_usage(report.get("families", report), "requests_sent"))
 STAGES.register(STAGE.name, STAGE)

@@ -136,5 +136,5 @@ def present(f: dict[str, Any]) -> FunnelRow:
 
 STAGE = Stage("holdout", HoldoutOptions, holdout_stage, reads=("inp", "corpus"),
               writes={"records": TRAIN, "corpus": CORPUS, "eval": EVAL, "drops": REJECTED},
-              funnel=funnel, present=present)
+              funnel=funnel, present=present, needs=("query", "positive"))
 STAGES.register(STAGE.name, STAGE)

@@ -2,7 +2,8 @@
 
 Every LLM task (brainstorm, generate, from-pairs, the judges) talks to a ``Backend``: one
 method, ``ask_json(messages, schema, params, seed) -> Answer``, plus ``cfg`` (the run's
-``ClientConfig``: the model records name, the concurrency), ``requests_sent`` and ``close()``.
+``ClientConfig``: the model records name, the concurrency, ``--batch``'s plan), ``requests_sent``
+and ``close()``; under ``--batch`` also ``collecting(collector)`` (``LLMClient.collecting``).
 A backend that knows a failure holds for every request (a refused key) marks the answer
 ``fatal`` and may say why in its own ``fatal`` (one line): generate then stops its queue.
 The OpenAI-compatible client (vLLM, llama.cpp, hosted APIs) is the backend for
@@ -64,15 +65,26 @@ def backend_for(base_urls) -> BackendFactory:
 
 
 def open_backend(cfg: ClientConfig, cache: RequestCache) -> Backend:
-    """The backend for the run's URLs."""
-    return backend_for(cfg.base_urls)(cfg, cache)
+    """The backend for the run's URLs. Under ``--batch`` (``cfg.batch``) it must be able to
+    collect its requests for a batch (``collecting``, as ``LLMClient`` does), else the run stops
+    here rather than ask online while the user waits for batches."""
+    backend = backend_for(cfg.base_urls)(cfg, cache)
+    if cfg.batch is not None and not callable(getattr(backend, "collecting", None)):
+        scheme = urlsplit(cfg.base_urls[0]).scheme
+        raise CurateError(f"--batch: the {scheme}:// backend sends each request as it comes (it has no "
+                          "collecting()); run without --batch")
+    return backend
 
 REMOTE_CONCURRENCY = 256  # per server: about what one vLLM instance batches at once
 
 
 @contextmanager
 def llm_backend(opts: LLMOptions, out_dir: Path) -> Iterator[tuple[ClientConfig, RequestCache]]:
-    """Yield a client config (starting the embedded server when no base URL is given) and the cache."""
+    """Yield a client config (starting the embedded server when no base URL is given) and the cache.
+    The one place a client's configuration is built, ``--batch``'s plan with it (``cfg.batch``):
+    whichever way a stage opens its client, it asks the same way and keeps its batches in
+    ``OUT/batch``."""
+    from curate.llm.batch import BatchPlan
     from curate.llm.urls import read_urls
 
     base_urls = read_urls(opts.base_urls)  # a file of URLs (curate serve --replicas) gives its lines
@@ -105,6 +117,7 @@ def llm_backend(opts: LLMOptions, out_dir: Path) -> Iterator[tuple[ClientConfig,
             base_urls=base_urls, model=model, api_key=api_key, concurrency=concurrency, adaptive=server is None,
             timeout=opts.timeout, max_retries=opts.max_retries, max_reasks=opts.max_reasks,
             backoff_base=opts.backoff_base,
+            batch=BatchPlan.of(opts, Path(out_dir), cache.path.parent if cache.path else None),
         )
         yield cfg, cache
     finally:
@@ -116,14 +129,8 @@ def llm_backend(opts: LLMOptions, out_dir: Path) -> Iterator[tuple[ClientConfig,
 @asynccontextmanager
 async def llm_client(opts: LLMOptions, out_dir: Path) -> AsyncIterator[LLMClient]:
     """An open client on the chosen backend, closed (and the embedded server stopped) on exit."""
-    from curate.llm.batch import BatchPlan
-
     with llm_backend(opts, out_dir) as (cfg, cache):
         client = open_backend(cfg, cache)
-        # the judges' --batch (curate.filter.steps.judges.CallLog): its files beside the request cache,
-        # which outlives a killed run's staging folder, so the next run polls the same batch
-        client.batch_plan = BatchPlan.of(opts)
-        client.batch_home = (cache.path.parent if cache.path else Path(out_dir) / ".cache") / "batch"
         try:
             yield client
         finally:

@@ -208,6 +208,21 @@ async def batch_rounds(folder: Path, run_pass: Callable[[Collector], Awaitable[N
             "duplicate_lines": sum(r.get("duplicates", 0) for r in state), "ids": [r.get("id") for r in state]}
 
 
+async def ask_in_batches(client: Any, name: str, run_pass: Callable[[], Awaitable[None]], rounds: int,
+                         note: Callable[[str], None], was: Path | None = None) -> dict[str, Any]:
+    """A stage's (or judge step's) work asked in batches, the one way every caller does it: each
+    ``run_pass()`` runs with the client collecting (``client.collecting``), then a batch answers
+    what it collected (``batch_rounds``), in the plan's ``folder(name)``; the batches' numbers."""
+    plan = client.cfg.batch
+
+    async def one(collector: Collector) -> None:
+        with client.collecting(collector):
+            await run_pass()
+
+    folder = plan.folder(name, was, note)
+    return await batch_rounds(folder, one, runner_for(plan, client.cfg, note), rounds, note)
+
+
 def api_runner(base_url: str, api_key: str | None, poll_s: float, note: Callable[[str], None],
                retries: int = 5) -> Runner:
     """Submit to an OpenAI-compatible files + batches API, poll to the end, download the files.
@@ -343,16 +358,56 @@ def _one_line(text: str, limit: int = 300) -> str:
 
 @dataclass(frozen=True)
 class BatchPlan:
-    """How a stage's requests travel in batches (``--batch``): ``mode`` api or vllm, the seconds
-    between polls, and for vllm the model it loads (a name, folder or GGUF file; None: bundled)."""
+    """How a run's requests travel in batches (``--batch``): ``mode`` api or vllm, the seconds
+    between polls, for vllm the model it loads (a name, folder or GGUF file; None: bundled), and
+    ``home``, the run folder's ``batch/``. The client's configuration carries it
+    (``ClientConfig.batch``), built once where the client's configuration is
+    (``curate.llm.backend.llm_backend``), so every stage and judge step reads the same plan."""
 
     mode: str
     poll_s: float = 30.0
     model: str | None = None
+    home: Path = Path("batch")
+    cache_dir: Path | None = None  # the request cache's folder: judge steps kept their batches there before
 
     @classmethod
-    def of(cls, llm: Any) -> "BatchPlan | None":
-        return cls(llm.batch, llm.batch_poll, llm.model_path or llm.model) if llm.batch else None
+    def of(cls, llm: Any, out_dir: Path, cache_dir: Path | None = None) -> "BatchPlan | None":
+        """The plan ``--batch`` asks for (None: online), its folders in ``OUT/batch``."""
+        if not llm.batch:
+            return None
+        return cls(llm.batch, llm.batch_poll, llm.model_path or llm.model, Path(out_dir) / "batch", cache_dir)
+
+    def folder(self, name: str, was: Path | None = None, note: Callable[[str], None] = lambda line: None) -> Path:
+        """``home/NAME``: the batches of one stage (``generate``) or judge step (its name), one
+        layout for all. Where an earlier release kept them (``was``: generate's ``OUT/batch``
+        itself; a judge step's ``CACHE_DIR/batch/STEP``), they are moved here first, so an old
+        run resumes its batches."""
+        new = self.home / name
+        if (new / STATE).is_file():
+            return new
+        for old in (was, self.cache_dir / "batch" / name if self.cache_dir else None):
+            if old is not None and old != new and (old / STATE).is_file():
+                _move_files(old, new)
+                note(f"batch: {old} moved to {new}")
+                break
+        return new
+
+
+def _move_files(old: Path, new: Path) -> None:
+    """The files of a batch folder (not its sub-folders: other steps' batches) into ``new``."""
+    import shutil
+
+    new.mkdir(parents=True, exist_ok=True)
+    for path in sorted(old.iterdir()):
+        if path.is_file() and path.name != STATE:
+            shutil.move(str(path), new / path.name)
+    shutil.move(str(old / STATE), new / STATE)  # last: a move cut short is finished by the next run
+
+
+def plan_of(client: Any) -> BatchPlan | None:
+    """The plan a client was opened with (``cfg.batch``): None for one that asks online, and for
+    a plugin backend that keeps no ``cfg`` (``open_backend`` gives ``--batch`` none of those)."""
+    return getattr(getattr(client, "cfg", None), "batch", None)
 
 
 OFFLINE_URL = "http://vllm-offline.invalid/v1"  # --batch vllm: no server; nothing is ever sent to it

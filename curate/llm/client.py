@@ -25,6 +25,7 @@ Whatever happens, the caller gets an ``Answer``: either data, or a reason it fai
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import email.utils
 import json
@@ -39,6 +40,7 @@ import httpx
 import jsonschema
 import openai
 
+from curate.llm.batch import BatchPlan, Collector
 from curate.llm.cache import RequestCache, request_key
 from curate.llm.limiter import OVERLOAD_STATUS, AdaptiveLimit, FirstContact
 from curate.llm.redact import Scrubber, safe_url
@@ -68,6 +70,9 @@ class ClientConfig:
     max_reasks: int = 2  # new asks after a content fault
     backoff_base: float = 1.0
     backoff_max: float = 60.0
+    # --batch: how the requests travel (curate.llm.batch.BatchPlan); None: each is sent as it comes.
+    # Declared here so every way of opening a client carries it; ``LLMClient.collecting`` acts on it
+    batch: BatchPlan | None = None
 
 
 @dataclass
@@ -321,8 +326,24 @@ class LLMClient:
         return [d["embedding"] for d in sorted(resp["data"], key=lambda d: d.get("index", 0))], answer
 
     # a batch run's pass (curate.llm.batch.Collector): answers come from its batches, and a request
-    # with none yet is collected for the next batch instead of being sent
-    batch: Any = None
+    # with none yet is collected for the next batch instead of being sent; set only by ``collecting``
+    _collector: Collector | None = None
+
+    @contextlib.contextmanager
+    def collecting(self, collector: Collector):
+        """Answer from ``collector``'s batches, and write down instead of sending what they have
+        not answered, until the block ends: the one switch between online and batch asking
+        (``curate.llm.batch.ask_in_batches`` turns it on for each pass). A client built without a
+        plan (``cfg.batch`` None) refuses, so an online run never collects."""
+        if self.cfg.batch is None:
+            raise ValueError("this client asks online (no --batch plan): it does not collect")
+        if self._collector is not None:
+            raise ValueError("this client is collecting for another pass already")
+        self._collector = collector
+        try:
+            yield collector
+        finally:
+            self._collector = None
 
     async def ask_json(
         self,
@@ -342,7 +363,7 @@ class LLMClient:
         have been fixed since), never failed again from the cache.
         """
         answer = await self._ask_json(messages, schema, params, seed, name, fresh)
-        if not answer.ok and not fresh and answer.cached and not answer.sent and self.batch is None:
+        if not answer.ok and not fresh and answer.cached and not answer.sent and self._collector is None:
             answer = await self._ask_json(messages, schema, params, seed, name, fresh=True)
         return answer
 
@@ -363,7 +384,7 @@ class LLMClient:
                 **params,
             }
             key = request_key(body)
-            resp = self.batch.answered.get(key) if self.batch is not None else None
+            resp = self._collector.answered.get(key) if self._collector is not None else None
             if resp is not None:  # a batch's answer: sent (in the batch), and kept in the cache like any other
                 answer.sent = True
                 answer.attempts += 1
@@ -376,8 +397,8 @@ class LLMClient:
                 answer.attempts += resp.get("_curate_attempts", 1)
                 if (tally := TALLY.get()) is not None:
                     tally[1] += 1
-            elif self.batch is not None:  # no answer yet: the next batch asks
-                answer.reason = self.batch.missing(key, body)
+            elif self._collector is not None:  # no answer yet: the next batch asks
+                answer.reason = self._collector.missing(key, body)
                 break
             else:
                 answer.sent = True

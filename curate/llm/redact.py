@@ -4,25 +4,20 @@ The API key and any secret in a server URL can come back inside a server's error
 exception message; every failure note passes through ``Scrubber`` before it reaches
 ``failed.jsonl``, a log or the console. A URL carries secrets in three places: a password in
 its netloc (``http://user:key@host/v1``), its query (``?api_key=sk-…``, which some gateways
-take) and its fragment (``#key=…``); ``safe_url`` masks all three wherever a URL is shown or
-written; ``mask_secrets`` does it for parameters (run.json, a report), along with any value
-under a name such as ``api_key``.
+take) and its fragment (``#key=…``); ``safe_url`` (``curate.core.secrets``, with ``mask_secrets``
+for the parameters core writes) masks all three wherever a URL is shown or written.
 """
 
 from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit
 
-MASK = "***"
+from curate.core.secrets import MASK, safe_url  # noqa: F401  (safe_url: the backends' name for it)
+
 MIN_QUERY_SECRET = 8  # shorter query values (a version, "json") are not keys and would garble every note
-SECRET_NAMES = frozenset({"api_key", "apikey", "key", "token", "access_token", "auth_token", "password",
-                          "secret"})  # a parameter so named is never written
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S*\Z")  # one URL, not a text that mentions one
 # a token as sent in an Authorization header, which a careless server repeats in its error text; one
 # with a digit, so that prose ("Bearer instruments") is left alone
 _BEARER = re.compile(r"\bBearer\s+(?=[A-Za-z0-9._~+/=-]*\d)[A-Za-z0-9._~+/=-]{7,}[A-Za-z0-9_~+/=-]")
@@ -51,47 +46,6 @@ def _values(text: str) -> list[str]:
         return []
     pairs = [p.partition("=") for p in text.replace(";", "&").split("&")]
     return [value if sep else name for name, sep, value in pairs]
-
-
-def safe_url(url: str) -> str:
-    """The URL with its secrets masked, for showing to people: the netloc's credentials, every
-    query value and the fragment's values (a key can hide under any parameter name)."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:  # not a URL one can take apart (a bad port): show nothing that may be secret
-        return MASK
-    netloc = parts.netloc
-    if parts.username or parts.password:
-        host = parts.hostname or ""
-        if ":" in host:
-            host = f"[{host}]"
-        netloc = f"{MASK}@{host}" + (f":{port}" if port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, _masked(parts.query), _masked(parts.fragment)))
-
-
-def _masked(text: str) -> str:
-    """A query or fragment with its names kept and its values masked."""
-    if not text:
-        return text
-    if "=" not in text:
-        return MASK
-    return "&".join(f"{name}={MASK}" if sep else name
-                    for name, sep, _ in (p.partition("=") for p in text.split("&")))
-
-
-def mask_secrets(value: Any) -> Any:
-    """``value`` (parameters about to be written to run.json or a report) with the secrets it may
-    carry masked: a URL's credentials, query and fragment (``http://h/v1?api_key=…``, e.g. a
-    judge's ``base_url`` in a recipe), and any value under a name such as ``api_key``."""
-    if isinstance(value, Mapping):
-        return {k: MASK if v and isinstance(k, str) and k.lower() in SECRET_NAMES else mask_secrets(v)
-                for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [mask_secrets(v) for v in value]
-    if isinstance(value, str) and _URL.match(value):
-        return safe_url(value)
-    return value
 
 
 @dataclass

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from curate.llm.embedded import fit_to_bundled, is_bundled
 from curate.llm.templates import load_template, render, template_hash
 
 if TYPE_CHECKING:  # the client pulls in openai; a task needs only its answers
@@ -82,8 +83,10 @@ class LLMTask(Generic[T]):
         """Ask ``backend`` once (its own re-asks aside) and parse a valid answer; ``params``
         replaces the task's request parameters for this call."""
         prompt = self.prompt(variables)
-        answer = await backend.ask_json(prompt.messages, self.schema, dict(self.params if params is None else params),
-                                        seed, name=self.name, fresh=fresh)
+        schema, params_sent = self.schema, dict(self.params if params is None else params)
+        if is_bundled(backend):  # its answers held to what a record needs (curate.llm.embedded)
+            schema, params_sent = fit_to_bundled(schema, params_sent)
+        answer = await backend.ask_json(prompt.messages, schema, params_sent, seed, name=self.name, fresh=fresh)
         result: Result[T] = Result(answer, prompt)
         if answer.ok:
             try:

@@ -43,6 +43,10 @@ from curate.core.jsonl import read_jsonl
 from curate.core.records import Record, first_of_each_id, read_records, stable_id
 
 REPEATED_ID = "record id seen before (first copy kept)"
+# The input kinds mine builds records from a dataset with, written as each record's ``meta["source"]``
+# (records read with --in keep their own meta); the stage declares them (``Stage.dataset_sources``)
+BEIR, PAIRS, HF = "beir", "pairs", "hf"
+DATASET_KINDS = (BEIR, PAIRS, HF)
 
 
 class Corpus:
@@ -196,7 +200,7 @@ def load_beir_input(folder: str | Path, split: str = "train", qrels_path: str | 
     corpus = Corpus()
     for doc_id, text in data.corpus.items():
         corpus.add(text, doc_id, title=data.titles.get(doc_id, ""))
-    inp = MineInput([], corpus, {"kind": "beir", "path": str(folder), "split": split,
+    inp = MineInput([], corpus, {"kind": BEIR, "path": str(folder), "split": split,
                                  "qrels": str(qrels_file), "min_relevance": min_relevance})
     _count_dropped_qrels(inp, data, min_relevance)
     for qid, rels in qrels.items():
@@ -288,7 +292,7 @@ def _group_pairs(rows: Iterable[tuple[str, Any]], corpus: Corpus, inp: MineInput
 
 def load_pairs_input(pairs_path: str | Path, corpus_path: str | Path | None = None) -> MineInput:
     corpus = Corpus.from_file(corpus_path)
-    inp = MineInput([], corpus, {"kind": "pairs", "path": str(pairs_path),
+    inp = MineInput([], corpus, {"kind": PAIRS, "path": str(pairs_path),
                                  "corpus": str(corpus_path) if corpus_path else None})
     _group_pairs(((f"{pairs_path}:{ln}", obj) for ln, obj in read_jsonl(pairs_path)), corpus, inp)
     if not inp.items:
@@ -340,7 +344,7 @@ def load_hf_input(name: str, split: str = "train", config: str | None = None, qu
     if qcol is None or pcol is None:
         raise CurateError(f"{name}: needs a query and a positive column (columns: {', '.join(cols)})")
     corpus = Corpus.from_file(corpus_path)
-    inp = MineInput([], corpus, {"kind": "hf", "name": name, "split": split, "config": config,
+    inp = MineInput([], corpus, {"kind": HF, "name": name, "split": split, "config": config,
                                  "query_column": qcol, "positive_column": pcol,
                                  "corpus": str(corpus_path) if corpus_path else None})
     keep = [c for c in (qcol, pcol, id_column) if c]

@@ -21,7 +21,7 @@ from curate.core.stage import REPORT, STAGES, FunnelRow, Stage
 from curate.mine import report as rep
 from curate.mine.ensemble import ENSEMBLES, Pick, assign_cross, interleave
 from curate.negatives.sharded import ShardedIndex, build_index
-from curate.mine.inputs import MineInput, MineItem, load_input
+from curate.mine.inputs import DATASET_KINDS, MineInput, MineItem, load_input
 from curate.negatives.knobs import Knobs
 from curate.negatives.presets import Method
 from curate.mine.miner import CrossEncoderScorer, MineConfig, Mined, mine
@@ -405,5 +405,6 @@ def provenance(rep: dict[str, Any]) -> dict[str, Any]:
 STAGE = Stage("mine", MineOptions, mine_stage, check=check, reads=("data", "qrels", "pairs", "records", "corpus", "check_qrels",
                                                "preset_modules"),
               writes={"records": MINED, "drops": REJECTED}, summary=summary, funnel=funnel,
-              present=present, provenance=provenance, details=details)
+              present=present, provenance=provenance, details=details, dataset_sources=DATASET_KINDS,
+              needs=("query", "positive"), adds=("negatives", "teacher"))
 STAGES.register(STAGE.name, STAGE)

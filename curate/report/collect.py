@@ -16,7 +16,8 @@ from typing import Any
 
 from curate.core.errors import CurateError
 from curate.core.records import Record
-from curate.core.stage import STAGES, stale_reason
+from curate.core.runner import REPORT, RUN_JSON
+from curate.core.stage import STAGES, STARTED, Stage, llm_usage, stale_reason
 from curate.report.sample import count_lines, records_by_id, sample_lines
 
 ABLATE_REPORT = "ablate_report.json"
@@ -37,17 +38,19 @@ def collect(folder: str | Path, *, sample: int = 2000, seed: int = 0) -> dict[st
     folder = Path(folder)
     if not folder.is_dir():
         raise CurateError(f"{folder}: no such run folder")
-    run = _json(folder / "run.json") or {}
+    run = _json(folder / RUN_JSON) or {}
     data: dict[str, Any] = {"folder": str(folder.resolve()), "made": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                             "funnel": [], "documents": None, "costs": [], "details": [], "ablate": None,
                             "records": [], "charts": [], "sample": None, "stopped": None, "earlier": [],
                             "unfinished": None}
-    started = _json(folder / ".curate-started.json") or {}  # the runner's note, written before any stage
-    if (folder / "pipeline.json").is_file() or started.get("stage") == "pipeline":
-        data["kind"] = "pipeline"
-        pipeline = _json(folder / "pipeline.json") if (folder / "pipeline.json").is_file() else {"finished": False}
+    started = _json(folder / STARTED) or {}  # the runner's note, written before any stage
+    orchestrator = _orchestrator(folder, started)
+    if orchestrator is not None:
+        data["kind"] = orchestrator.name
+        record = orchestrator.path(folder, "funnel")
+        pipeline = _json(record) if record.is_file() else {"finished": False}
         if pipeline is None:
-            raise CurateError(f"{folder / 'pipeline.json'}: not a JSON object")
+            raise CurateError(f"{record}: not a JSON object")
         data["documents"] = pipeline.get("documents")
         data["stopped"] = pipeline.get("stopped")
         # only the stages this run reached, made from what their upstream holds now, are its own: a
@@ -60,25 +63,26 @@ def collect(folder: str | Path, *, sample: int = 2000, seed: int = 0) -> dict[st
                    and stale_reason(folder / name, digests) is None]
         parts = [(name, folder / name, this_run[name], pipeline.get(name)) for name in current]
         followers = [name for name, stage in STAGES.items() if stage.follows in current
-                     and _newer(folder / name / "report.json", folder / stage.follows / "report.json")
+                     and _newer(folder / name / REPORT, folder / stage.follows / REPORT)
                      and stale_reason(folder / name, digests) is None]
         parts += [(name, folder / name, "ran", None) for name in followers]
         data["earlier"] = [name for name in dict.fromkeys((*order, *STAGES.names()))
-                           if name not in current and name not in followers and (folder / name / "run.json").is_file()]
+                           if name not in current and name not in followers and (folder / name / RUN_JSON).is_file()]
         if not pipeline.get("finished", True):  # killed, or still running
             data["unfinished"] = [name for name in order if name not in this_run]
     elif (folder / ABLATE_REPORT).is_file():
         data["kind"] = "ablate"
         data["ablate"] = _ablate(folder)
         parts = []
-    elif run.get("stage") in STAGES and run.get("stage") != "pipeline":
+    elif run.get("stage") in STAGES and STAGES.get(run["stage"]).members is None:
         data["kind"] = run["stage"]
         parts = [(run["stage"], folder, "ran", None)]
     else:
-        raise CurateError(f"{folder}: not a run folder (no pipeline.json, {ABLATE_REPORT} or run.json of a stage)")
+        records = ", ".join(s.writes["funnel"] for _, s in STAGES.items() if s.members is not None and "funnel" in s.writes)
+        raise CurateError(f"{folder}: not a run folder (no {records}, {ABLATE_REPORT} or {RUN_JSON} of a stage)")
     data["title"] = f"curate {data['kind']}: {folder.name}"
     for name, path, state, entry in parts:
-        report = _json(path / "report.json")
+        report = _json(path / REPORT)
         if report is None:
             continue
         if entry is None:
@@ -91,6 +95,16 @@ def collect(folder: str | Path, *, sample: int = 2000, seed: int = 0) -> dict[st
     if parts:
         _sample_records(data, parts, sample, seed)
     return data
+
+
+def _orchestrator(folder: Path, started: dict[str, Any]) -> Stage | None:
+    """The orchestrator (a stage whose folder holds other stages' runs: ``Stage.members``) whose
+    run ``folder`` holds: its record is there, or its run began there (the runner's note)."""
+    for name, stage in STAGES.items():
+        if stage.members is not None and (started.get("stage") == name or (
+                "funnel" in stage.writes and stage.path(folder, "funnel").is_file())):
+            return stage
+    return None
 
 
 def _newer(mine: Path, theirs: Path) -> bool:
@@ -132,31 +146,11 @@ def _funnel_row(name: str, state: str | None, entry: dict[str, Any] | None) -> d
 
 
 def _cost_row(name: str, path: Path, report: dict[str, Any]) -> dict[str, Any]:
-    """Wall time, requests, tokens and cost of one stage: the LLM numbers summed over the
-    report's per-family (or per-step) stats, wherever the stage keeps them."""
-    run = _json(path / "run.json") or {}
-    found = {"requests": 0, "prompt": 0, "completion": 0, "cost": None, "estimate": None}
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            tokens = node.get("tokens")
-            if isinstance(tokens, dict) and {"prompt", "completion"} <= tokens.keys():
-                found["prompt"] += int(tokens.get("prompt") or 0)
-                found["completion"] += int(tokens.get("completion") or 0)
-                found["requests"] += int(node.get("requests_sent") or node.get("judge_calls") or 0)
-                if isinstance(node.get("cost"), (int, float)):
-                    found["cost"] = (found["cost"] or 0.0) + node["cost"]
-                est = node.get("estimate")
-                if isinstance(est, dict) and isinstance(est.get("seconds"), (int, float)):
-                    found["estimate"] = (found["estimate"] or 0.0) + est["seconds"]
-                return
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(report.get("families", report))
+    """Wall time, requests, tokens and cost of one stage: the LLM numbers as the stage reads them
+    from its report (``Stage.usage``)."""
+    run = _json(path / RUN_JSON) or {}
+    usage = STAGES.get(name).usage
+    found = usage(report) if usage is not None else llm_usage(None, "")
     seconds = run.get("seconds")
     return {"stage": name, "seconds": seconds if isinstance(seconds, (int, float)) else None, **found}
 
@@ -199,7 +193,7 @@ def _files(parts: list[tuple[str, Path, Any, Any]]) -> tuple[tuple[str, Path] | 
 
 def _input_of(path: Path) -> Path | None:
     """The records file a single stage's run read, as its report names it."""
-    given = (_json(path / "report.json") or {}).get("input")
+    given = (_json(path / REPORT) or {}).get("input")
     given = given.get("path") if isinstance(given, dict) else given
     if not isinstance(given, str):
         return None
@@ -244,7 +238,6 @@ def _record_row(obj: dict[str, Any], status: str, stage: str) -> dict[str, Any]:
     teacher = obj.get("teacher") if isinstance(obj.get("teacher"), dict) else {}
     scores = obj.get("scores") if isinstance(obj.get("scores"), dict) else {}
     judges = scores.get("judges") if isinstance(scores.get("judges"), dict) else {}
-    meta = obj.get("meta") if isinstance(obj.get("meta"), dict) else {}
     negatives = []
     for n in obj.get("negatives") or []:
         if not isinstance(n, dict):
@@ -258,7 +251,7 @@ def _record_row(obj: dict[str, Any], status: str, stage: str) -> dict[str, Any]:
             "positive": _text(obj.get("positive")) or "", "positive_title": _text(obj.get("positive_title")),
             "language": obj.get("language"), "negatives": negatives,
             "teacher": {k: teacher.get(k) for k in ("model", "positive", "positive_rank", "margin", "pool")} if teacher else None,
-            "judges": judges or None, "relabel": meta.get("relabel")}
+            "judges": judges or None}
 
 
 def _drop_row(d: dict[str, Any], rec: dict[str, Any] | None, stage: str) -> dict[str, Any]:

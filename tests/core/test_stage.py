@@ -155,3 +155,79 @@ def test_only_the_runner_opens_runs_and_report_and_export_import_no_other_stage(
     assert open_run == []
     assert not edges.get("report") and not edges.get("export")
     assert "generate" in edges["cli"], "the graph does see imports (the CLI imports generate)"
+
+
+def test_a_chains_preflight_leaves_out_the_inputs_an_earlier_stage_will_write(tmp_path):
+    """The pipeline checks export before holdout has written the held-out folder export reads:
+    that folder is an earlier stage's, so it is not looked for yet; any other path still is."""
+    from curate.core.errors import CurateError
+    from curate.core.stage import preflight
+    from curate.export.main import STAGE as EXPORT
+
+    held = tmp_path / "run" / "holdout"
+    opts = EXPORT.options(inputs=(str(tmp_path / "run" / "mine" / "mined.jsonl"),), out=str(tmp_path / "run" / "export"),
+                          decontaminate=(f"{held / 'eval'}:test",))
+    with pytest.raises(CurateError, match="not a BEIR folder"):
+        preflight(EXPORT, opts)
+    preflight(EXPORT, opts, made=[tmp_path / "run" / "mine", held])
+    elsewhere = dataclasses.replace(opts, decontaminate=(str(tmp_path / "elsewhere"),))
+    with pytest.raises(CurateError, match="not a BEIR folder"):
+        preflight(EXPORT, elsewhere, made=[held])
+
+
+def test_the_stage_that_builds_records_from_a_dataset_says_which_they_are():
+    """Mine declares the ``meta["source"]`` values it writes on records built from a dataset;
+    export reads them from the stages, not from a list of its own."""
+    from curate.core.stage import dataset_sources
+    from curate.mine.inputs import DATASET_KINDS
+
+    assert dataset_sources() == frozenset(DATASET_KINDS) == {"beir", "pairs", "hf"}
+
+
+def test_each_stage_says_where_its_report_keeps_its_llm_calls():
+    """The report page's cost row reads a stage's LLM numbers through the stage (``Stage.usage``):
+    generate's per-family blocks (its totals not counted twice), the judges' calls in filter."""
+    from curate.core.stage import STAGES
+
+    generate = {"families": {"a": {"tokens": {"prompt": 3, "completion": 4}, "requests_sent": 2, "cost": 0.5}},
+                "totals": {"tokens": {"prompt": 3, "completion": 4}, "requests_sent": 2}}
+    assert STAGES.get("generate").usage(generate) == {"requests": 2, "prompt": 3, "completion": 4, "cost": 0.5,
+                                                      "estimate": None}
+    judged = {"steps": [{"notes": {"tokens": {"prompt": 1, "completion": 1}, "judge_calls": 5,
+                                   "estimate": {"seconds": 2}}}, {"notes": {"kept": 3}}]}
+    for name in ("filter", "relabel"):
+        assert STAGES.get(name).usage(judged) == {"requests": 5, "prompt": 1, "completion": 1, "cost": None,
+                                                  "estimate": 2.0}
+    assert STAGES.get("mine").usage is None
+
+
+def test_a_chain_whose_stage_misses_a_record_field_is_one_line_before_anything_runs(tmp_path):
+    """Each stage declares the record fields it needs and adds; the pipeline checks its chain first.
+    Relabel judges mined negatives: without mine before it, the run stops before generate starts."""
+    from curate.core.errors import CurateError
+    from curate.core.stage import STAGES, check_chain
+    from curate.flows.pipeline import PipelineOptions, stages
+
+    opts = PipelineOptions(docs="data/demo", out=str(tmp_path / "run"), relabel=True)
+    chain = [stage for stage, _ in stages(opts, opts.llm, tmp_path / "run")]
+    check_chain(chain)  # the shipped chain: every field is added before it is needed
+    without_mine = [s for s in chain if s.name != "mine"]
+    with pytest.raises(CurateError) as e:
+        check_chain(without_mine)
+    assert str(e.value) == ("relabel needs the records' negatives, which no stage before it (generate, filter, "
+                            "holdout) adds: put a stage that adds it before relabel, or leave relabel out")
+    assert STAGES.get("export").needs == ("query", "positive")
+
+
+def test_the_pipeline_checks_its_chain_before_its_first_stage(tmp_path, monkeypatch):
+    from curate.core.errors import CurateError
+    from curate.core.stage import STAGES
+    from curate.flows.pipeline import PipelineOptions, run_pipeline
+
+    relabel = STAGES.get("relabel")
+    monkeypatch.setitem(STAGES._entries, "relabel", dataclasses.replace(relabel, needs=(*relabel.needs, "verdicts")))
+    docs = Path(__file__).resolve().parents[2] / "data" / "demo"
+    with pytest.raises(CurateError) as e:
+        run_pipeline(PipelineOptions(docs=str(docs), out=str(tmp_path / "run"), relabel=True, report=False))
+    assert "\n" not in str(e.value) and str(e.value).startswith("relabel needs the records' verdicts, which no stage")
+    assert not (tmp_path / "run").exists()  # nothing started: no folder, no model, no request

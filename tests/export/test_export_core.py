@@ -634,25 +634,36 @@ def test_negatives_per_row_auto_follows_the_teachers_agreement_with_the_labels(d
     assert gen_rows and all(len(r.negatives) == 1 for r in gen_rows)
 
 
-def test_negatives_per_row_auto_takes_every_negative_of_relabelled_records(data):
+@pytest.mark.parametrize("layout", ["negative", "meta"])
+def test_negatives_per_row_auto_takes_every_negative_of_relabelled_records(data, layout):
     """Where relabel judged every negative a record keeps not relevant, none is an unlabelled
     positive: auto takes them all even where the teacher disagrees with the labels; one record
-    with a negative nobody judged sends it back to the agreement rule (here: the hardest one)."""
+    with a negative nobody judged sends it back to the agreement rule (here: the hardest one).
+    ``meta``: records written before the verdicts moved onto the negatives (``meta.relabel``),
+    which read the same for one release."""
     rng = random.Random(5)
     records = [json.loads(line) for line in data["mined"].read_text(encoding="utf-8").splitlines()]
+    verdict = {"verdict": "not_relevant", "tier": 1}
     for rec in records:
         rec["teacher"]["positive_rank"] = RANKS["disagree"](0, rng)
-        rec["meta"]["relabel"] = [{"index": k, "doc_id": n.get("doc_id"), "verdict": "not_relevant", "tier": 1}
-                                  for k, n in enumerate(rec["negatives"])]
-    vetted = data["tmp"] / "relabelled.jsonl"
+        if layout == "meta":
+            rec["meta"]["relabel"] = [{"index": k, "doc_id": n.get("doc_id"), **verdict}
+                                      for k, n in enumerate(rec["negatives"])]
+        else:
+            for n in rec["negatives"]:
+                n["judges"] = {**(n.get("judges") or {}), "relabel": dict(verdict)}
+    vetted = data["tmp"] / f"relabelled-{layout}.jsonl"
     vetted.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    rows, report = _export(data["tmp"], [vetted], "auto-relabelled", dev_fraction=0, batch_size=8)
+    rows, report = _export(data["tmp"], [vetted], f"auto-relabelled-{layout}", dev_fraction=0, batch_size=8)
     assert report["negatives_per_row"]["chose"] == "all"
     assert report["negatives_per_row"]["records_relabelled"] == len(records)
     assert max(len(r.negatives) for r in rows) == 4
-    records[0]["meta"]["relabel"] = records[0]["meta"]["relabel"][:-1]  # its last negative was never judged
+    if layout == "meta":
+        records[0]["meta"]["relabel"] = records[0]["meta"]["relabel"][:-1]  # its last negative was never judged
+    else:
+        del records[0]["negatives"][-1]["judges"]["relabel"]
     vetted.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    rows, report = _export(data["tmp"], [vetted], "auto-relabelled-but-one", dev_fraction=0, batch_size=8)
+    rows, report = _export(data["tmp"], [vetted], f"auto-relabelled-but-one-{layout}", dev_fraction=0, batch_size=8)
     assert report["negatives_per_row"]["chose"] == 1 and all(len(r.negatives) == 1 for r in rows)
 
 

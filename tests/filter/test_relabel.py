@@ -65,6 +65,19 @@ def mined(q: int, negs: list[Negative], ranks: list[int] | None = None, stage: s
                   positive_id=f"pos{q}", negatives=negs, teacher=teacher, meta=meta)
 
 
+def verdicts(rec: Record) -> list[tuple[str, dict]]:
+    """Each negative's relabel verdict, which it carries itself (``judges["relabel"]``)."""
+    return [(n.doc_id, n.judges["relabel"]) for n in rec.negatives if "relabel" in (n.judges or {})]
+
+
+def all_verdicts(out: Path, rec: Record) -> dict[str, dict]:
+    """Every candidate's verdict by doc_id: on the negatives that stayed, in ``rejected.jsonl`` for
+    those that left."""
+    found = {r["detail"]["doc_id"]: {"verdict": r["detail"]["verdict"], "tier": r["detail"]["tier"]}
+             for r in read_jsonl(out / "rejected.jsonl") if r["step"] == "relabel" and r["id"] == rec.id}
+    return {**found, **dict(verdicts(rec))}
+
+
 # --------------------------------------------------------------------------- the pure function
 
 
@@ -81,7 +94,7 @@ def test_relevant_leaves_the_negatives_for_the_positives():
     assert t.positives == [0.8, 0.6]  # aligned with all_positives()
     assert t.positive == 0.6  # mine's anchor is the lowest labelled positive
     assert t.margin == pytest.approx(0.6 - 0.7)
-    assert out.meta["relabel"] == [{"index": 1, "doc_id": "doc9", "verdict": "relevant", "tier": 1}]
+    assert "relabel" not in out.meta and verdicts(out) == []  # the one judged left; rejected.jsonl has its verdict
 
 
 @pytest.mark.parametrize("stage", [None, "mine"])
@@ -107,7 +120,7 @@ def test_two_betters_the_higher_scored_wins_the_other_is_relevant():
     assert out.positives == [Positive(PAIRS[1][1], "pos1"), Positive(DOCS[8], "doc8")]
     assert [n.doc_id for n in out.negatives] == ["doc9"]
     assert out.teacher.positives == [0.75, 0.8, 0.70] and out.teacher.positive == 0.70
-    assert [d["verdict"] for d in out.meta["relabel"]] == ["better", "not_relevant", "better"]
+    assert verdicts(out) == [("doc9", {"verdict": "not_relevant", "tier": 1})]  # on the negative that stays
 
 
 def test_not_relevant_stays_unsure_goes_non_candidates_untouched():
@@ -122,14 +135,35 @@ def test_not_relevant_stays_unsure_goes_non_candidates_untouched():
     assert [n.teacher_rank for n in out.negatives] == [2, 30, 40] and out.teacher.positive == 0.8
     assert out.teacher.margin == pytest.approx(0.8 - 0.7)
     assert [n.mine_rank for n in out.negatives] == [3, 5, 6]
-    assert out.meta["relabel"][1] == {"index": 1, "doc_id": "doc9", "verdict": "unsure", "tier": 2}
+    assert verdicts(out) == [("doc8", {"verdict": "not_relevant", "tier": 1})]  # unsure doc9 left, with its verdict
 
 
 def test_nothing_moves_when_every_verdict_is_not_relevant():
     rec = mined(3, [neg(8, score=0.7), neg(9, score=0.6)], ranks=[1, 2])
     out = relabel_record(rec, [Decision(0, "not_relevant"), Decision(1, "not_relevant")])
-    assert out.negatives == rec.negatives and out.teacher == rec.teacher
-    assert out.meta["mine"] == rec.meta["mine"] and len(out.meta["relabel"]) == 2
+    assert [dataclasses.replace(n, judges=None) for n in out.negatives] == rec.negatives and out.teacher == rec.teacher
+    assert out.meta == rec.meta and [v["verdict"] for _, v in verdicts(out)] == ["not_relevant"] * 2
+
+
+def test_records_that_kept_the_verdicts_in_meta_read_with_them_on_their_negatives():
+    """The one-release reader: ``meta.relabel`` named each candidate by its index before the
+    promoted and unsure ones left; reading moves each kept verdict onto its negative, and a verdict
+    whose negative a later step dropped vouches for nothing."""
+    rec = mined(4, [neg(8, score=0.7), neg(9, score=0.6), neg(10, score=0.5), neg(11, score=0.4)], ranks=[1, 2, 3, 4])
+    new = relabel_record(rec, [Decision(0, "not_relevant"), Decision(1, "relevant"), Decision(2, "unjudged")])
+    old = new.to_dict()
+    for n in old["negatives"]:
+        n.pop("judges", None)
+    old["meta"]["relabel"] = [{"index": 0, "doc_id": "doc8", "verdict": "not_relevant", "tier": 1},
+                              {"index": 1, "doc_id": "doc9", "verdict": "relevant", "tier": 1},
+                              {"index": 2, "doc_id": "doc10", "verdict": "unjudged", "tier": 1, "error": "http-500"}]
+    read = Record.from_dict(json.loads(json.dumps(old)))
+    assert "relabel" not in read.meta and read.meta == new.meta
+    assert verdicts(read) == [("doc8", {"verdict": "not_relevant", "tier": 1}),
+                              ("doc10", {"verdict": "unjudged", "tier": 1, "error": "http-500"})]
+    del old["negatives"][0]  # a later step dropped doc8: its verdict goes with it, doc10's is found by its id
+    read = Record.from_dict(json.loads(json.dumps(old)))
+    assert [d for d, _ in verdicts(read)] == ["doc10"] and read.negatives[1].judges is None
 
 
 def test_a_record_may_end_without_negatives():
@@ -344,12 +378,15 @@ def test_every_verdict_through_the_cli(one_judge):
     r0 = kept["rec-0"]
     # not_relevant, the two whose calls failed (kept as they were: a failure is no verdict), the non-candidate
     assert [n.doc_id for n in r0.negatives] == ["doc9", "doc11", "doc12", "doc13"]
-    assert r0.negatives[0].level == 2 and r0.negatives == [recs[0].negatives[k] for k in (1, 3, 4, 5)]
+    assert r0.negatives[0].level == 2
+    assert [dataclasses.replace(n, judges=None) for n in r0.negatives] == [recs[0].negatives[k] for k in (1, 3, 4, 5)]
     assert r0.positives == [Positive(recs[0].negatives[0].text, "doc8")]
-    assert [(d["doc_id"], d["verdict"], d["tier"]) for d in r0.meta["relabel"]] == [
-        ("doc8", "relevant", 1), ("doc9", "not_relevant", 1), ("doc10", "unsure", 1), ("doc11", "unjudged", 1),
-        ("doc12", "unjudged", 1)]
-    errors = {d["doc_id"]: d.get("error") for d in r0.meta["relabel"]}
+    judged = all_verdicts(one_judge["out"], r0)
+    assert {d: (v["verdict"], v["tier"]) for d, v in judged.items()} == {
+        "doc8": ("relevant", 1), "doc9": ("not_relevant", 1), "doc10": ("unsure", 1), "doc11": ("unjudged", 1),
+        "doc12": ("unjudged", 1)}
+    assert "relabel" not in r0.meta
+    errors = {d: v.get("error") for d, v in judged.items()}
     assert errors["doc11"].startswith("schema:") and errors["doc12"].startswith("http-500")
     assert errors["doc8"] is None and errors["doc10"] is None
     r1 = kept["rec-1"]
@@ -429,7 +466,8 @@ def test_judges_that_disagree_leave_the_candidate_unsure(tmp_path):
         assert len(srv.chat_requests) == 8  # each candidate, each judge
     (rec,) = [Record.from_dict(r) for r in read_jsonl(tmp_path / "out" / "filtered.jsonl")]
     assert [n.doc_id for n in rec.negatives] == ["doc11"] and [p.doc_id for p in rec.positives] == ["doc8"]
-    assert [d["verdict"] for d in rec.meta["relabel"]] == ["relevant", "unsure", "unsure", "not_relevant"]
+    assert {d: v["verdict"] for d, v in all_verdicts(tmp_path / "out", rec).items()} == {
+        "doc8": "relevant", "doc9": "unsure", "doc10": "unsure", "doc11": "not_relevant"}
     note = _report(tmp_path / "out")["notes"]
     assert note["first_tier_disagreements"] == 2 and note["judges"] == ["a", "b"]
     rejected = {r["detail"]["doc_id"]: r["detail"] for r in read_jsonl(tmp_path / "out" / "rejected.jsonl")}
@@ -457,9 +495,9 @@ def test_the_cascade_sees_only_what_the_first_judges_left_unsure(tmp_path):
         assert {k for k in range(8, 13) if _asked(big, k)} == {9, 10, 11}
         assert all(r.body["model"] == "fake" for r in big.chat_requests)
     (rec,) = [Record.from_dict(r) for r in read_jsonl(tmp_path / "out" / "filtered.jsonl")]
-    assert [(d["doc_id"], d["verdict"], d["tier"]) for d in rec.meta["relabel"]] == [
-        ("doc8", "relevant", 1), ("doc9", "better", 2), ("doc10", "relevant", 2), ("doc11", "not_relevant", 2),
-        ("doc12", "not_relevant", 1)]
+    assert {d: (v["verdict"], v["tier"]) for d, v in all_verdicts(tmp_path / "out", rec).items()} == {
+        "doc8": ("relevant", 1), "doc9": ("better", 2), "doc10": ("relevant", 2), "doc11": ("not_relevant", 2),
+        "doc12": ("not_relevant", 1)}
     assert rec.positive_id == "doc9" and [p.doc_id for p in rec.positives] == ["pos0", "doc8", "doc10"]
     assert [n.doc_id for n in rec.negatives] == ["doc11", "doc12"]
     note = _report(tmp_path / "out")["notes"]

@@ -65,9 +65,9 @@ def test_a_batch_run_makes_the_online_runs_records(tmp_path):
     assert "at $0.5/1k, the batch price)" in proc.stderr and "sent as batches" in proc.stderr
     assert _same(read_jsonl(tmp_path / "batch" / "generated.jsonl")) == \
         _same(read_jsonl(tmp_path / "online" / "generated.jsonl"))
-    state = json.loads((tmp_path / "batch" / "batch" / "state.json").read_text())["rounds"]
+    state = json.loads((tmp_path / "batch" / "batch" / "generate" / "state.json").read_text())["rounds"]
     assert [(r["count"], r["status"]) for r in state] == [(N, "completed"), (1, "completed")]
-    lines = read_jsonl(tmp_path / "batch" / "batch" / "requests-1.jsonl")
+    lines = read_jsonl(tmp_path / "batch" / "batch" / "generate" / "requests-1.jsonl")
     assert {line["url"] for line in lines} == {"/v1/chat/completions"} and len({x["custom_id"] for x in lines}) == N
 
 
@@ -100,7 +100,7 @@ def test_a_failed_line_and_an_expired_batch_are_asked_again_in_follow_up_batches
         proc = run_curate(*_args(docs, out, srv.base_url, "--batch", "api", "--batch-poll", "0.05"),
                           env=_env(tmp_path / "h"))
         assert proc.returncode == 0, proc.stderr
-        state = json.loads((out / "batch" / "state.json").read_text())["rounds"]
+        state = json.loads((out / "batch" / "generate" / "state.json").read_text())["rounds"]
         assert state[0]["status"] == "expired" and state[0]["failed"] >= N // 2
         assert state[1]["count"] == state[0]["failed"], "only the unanswered lines again"
         assert srv.created == len(state) >= 2
@@ -154,7 +154,7 @@ def test_the_judges_of_filter_and_relabel_ask_in_one_batch_and_decide_as_online(
         return kept + sorted((d["id"], d["reason"]) for d in read_jsonl(folder / "rejected.jsonl"))
 
     assert decided(out) == decided(tmp_path / "online") and decided(out)
-    state = json.loads((out / ".cache" / "batch" / recipe_step(recipe) / "state.json").read_text())["rounds"]
+    state = json.loads((out / "batch" / recipe_step(recipe) / "state.json").read_text())["rounds"]
     assert [r["status"] for r in state] == ["completed"] and state[0]["count"] == asked
 
 

@@ -36,7 +36,7 @@ def _one_line_error(proc, *needles: str) -> str:
 
 
 def _state(out: Path) -> list[dict]:
-    return json.loads((out / "batch" / "state.json").read_text())["rounds"]
+    return json.loads((out / "batch" / "generate" / "state.json").read_text())["rounds"]
 
 
 def _all_text(folder: Path) -> str:
@@ -98,7 +98,7 @@ def test_an_output_line_that_is_not_json_is_named_counted_and_asked_again(tmp_pa
     with fake_llm_server(responder=answer) as chat, fake_batch_server(chat, garble={1: 3}) as srv:
         proc = run_curate(*_args(docs, out, srv.base_url, *POLL), env=_env(tmp_path / "h"))
         assert proc.returncode == 0, proc.stderr
-        assert str(out / "batch" / "output-1.jsonl") in proc.stderr and "line 3: not JSON" in proc.stderr
+        assert str(out / "batch" / "generate" / "output-1.jsonl") in proc.stderr and "line 3: not JSON" in proc.stderr
         assert srv.created == 2 and _state(out)[1]["count"] == 1, "its request went out again, alone"
         assert _state(out)[0]["bad_lines"] == 1
         again = run_curate(*_args(docs, out, srv.base_url, *POLL), env=_env(tmp_path / "h"))
@@ -122,7 +122,7 @@ def test_a_404_on_retrieve_is_one_line_and_the_next_run_polls_the_same_batch(tmp
     docs, out = _docs(tmp_path / "docs"), tmp_path / "out"
     with fake_llm_server(responder=answer) as chat, fake_batch_server(chat, lost=True) as srv:
         proc = run_curate(*_args(docs, out, srv.base_url, *POLL), env=_env(tmp_path / "h"))
-        _one_line_error(proc, "batch_1", "404", srv.base_url, str(out / "batch" / "state.json"))
+        _one_line_error(proc, "batch_1", "404", srv.base_url, str(out / "batch" / "generate" / "state.json"))
         assert srv.created == 1 and _state(out)[0]["id"] == "batch_1"
         srv.lost = False
         again = run_curate(*_args(docs, out, srv.base_url, *POLL), env=_env(tmp_path / "h"))
@@ -143,7 +143,7 @@ def test_a_server_gone_mid_poll_is_one_line_and_the_next_run_polls_the_same_batc
         srv.stop()
         _, stderr = proc.communicate(timeout=120)
         proc.stderr = stderr
-        _one_line_error(proc, "batch_1", srv.base_url, str(out / "batch" / "state.json"))
+        _one_line_error(proc, "batch_1", srv.base_url, str(out / "batch" / "generate" / "state.json"))
         assert srv.created == 1 and not read_jsonl(out / "generated.jsonl")
         srv.hold = 0
         srv.start()  # back on the same port

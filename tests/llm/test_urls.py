@@ -146,7 +146,7 @@ def test_url_join_keeps_the_query_after_the_path():
 
 
 def test_run_json_params_mask_urls_and_keys():
-    from curate.llm.redact import mask_secrets
+    from curate.core.secrets import mask_secrets
 
     params = {"steps": [{"step": "judge", "judge": {"base_url": f"http://h/v1?api_key={SECRET}",
                                                     "api_key_env": "JUDGE_KEY"}}],

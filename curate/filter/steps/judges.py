@@ -243,29 +243,23 @@ class CallLog:
         judging step runs, so each stops at the first stop found and checks the share at the end.
         With ``--batch`` (the ``clients``' plan), the loop is a batch run's pass (``curate.llm.batch``):
         repeated until every call has its answer, the last pass's results and counts are the step's."""
-        plan = _batch_plan(self.step, clients)
-        if plan is None:
+        client = _batched(self.step, clients)
+        if client is None:
             return await self._collect(targets, work, concurrency)
         from curate.core.progress import note
-        from curate.llm.batch import batch_rounds, runner_for
+        from curate.llm.batch import ask_in_batches
 
-        client, home = plan
         results: dict = {}
         if self.pace is not None:  # said once, before the first batch (the passes time nothing)
-            self.pace.estimate.batch = client.batch_plan.mode
+            self.pace.estimate.batch = client.cfg.batch.mode
             self.pace.estimate.announce()
 
-        async def one_pass(collector) -> None:
+        async def one_pass() -> None:
             self.calls, self.failed, self.tokens = Counter(), Counter(), Counter()  # the last pass's count
-            client.batch = collector
-            try:
-                results.clear()
-                results.update(await self._collect(targets, work, concurrency, bar=False))
-            finally:
-                client.batch = None
+            results.clear()
+            results.update(await self._collect(targets, work, concurrency, bar=False))
 
-        runner = runner_for(client.batch_plan, client.cfg, note)
-        await batch_rounds(home / self.step, one_pass, runner, 2 + client.cfg.max_reasks, note)
+        await ask_in_batches(client, self.step, one_pass, 2 + client.cfg.max_reasks, note)
         return results
 
     async def _collect(self, targets: list, work, concurrency: int, bar: bool = True) -> dict:
@@ -312,15 +306,17 @@ class CallLog:
                 **({"estimate": self.pace.estimate.as_dict()} if self.pace is not None else {})}
 
 
-def _batch_plan(step: str, clients: list) -> tuple[Any, Any] | None:
-    """(the client, its batch folder) when the step's judges ask in batches (``--batch``), else None."""
-    planned = [c for c in clients if getattr(c, "batch_plan", None) is not None]
+def _batched(step: str, clients: list) -> Any:
+    """The client when the step's judges ask in batches (its ``cfg.batch``, ``--batch``), else None."""
+    from curate.llm.batch import plan_of
+
+    planned = [c for c in clients if plan_of(c) is not None]
     if not planned:
         return None
     if len({id(c) for c in clients}) > 1:
         raise CurateError(f"{step}: --batch sends one server's requests as a batch; this step's judges ask "
                           "several servers (their own base_url): give them one, or run without --batch")
-    return planned[0], planned[0].batch_home
+    return planned[0]
 
 
 def judging_plan(step: str, task: LLMTask[Verdict], judges: list[Judge], asked: list[tuple[Record, str, Any]],

@@ -18,10 +18,12 @@ trained as a negative). A call that gave no valid answer (after the client's ret
 re-asks) is no verdict at all: the candidate is ``unjudged`` and stays a negative as it was, with
 the error's text beside it. A ``cascade`` judge, when given, is asked about exactly the unsure and
 unjudged candidates and has the last word; when its own call fails, the first tier's outcome
-stands. Records are never dropped here, even when no negative is left. Every candidate's
-``{index, doc_id, verdict, tier}`` (and ``error`` for an unjudged one) goes to
-``meta["relabel"]``; a negative that left is logged in ``rejected.jsonl`` (``relabel-promoted`` /
-``relabel-unsure``) with its judges' answers.
+stands. Records are never dropped here, even when no negative is left. A candidate that stays a
+negative carries its verdict itself, as the other judge checks' do: ``judges["relabel"]`` holds
+``{verdict, tier}`` (and ``error`` for an unjudged one), so it goes wherever the negative goes; a
+negative that left is logged in ``rejected.jsonl`` (``relabel-promoted`` / ``relabel-unsure``) with
+its verdict and its judges' answers. (Records written before kept every verdict in
+``meta["relabel"]``; reading them moves those onto the negatives, see ``curate.core.records``.)
 
 A broken judge stops the run instead (``judges.CallLog``): refused credentials, a server that
 answered none of its calls, or more than half of a server's calls failed.
@@ -164,10 +166,10 @@ def relabel_record(rec: Record, decisions: Sequence[Decision]) -> Record:
             raise ValueError(f"record {rec.id}: unknown verdict {d.verdict!r}")
     if len({d.index for d in decisions}) != len(decisions):
         raise ValueError(f"record {rec.id}: a negative has two verdicts")
-    out.meta = dict(out.meta or {})
-    out.meta["relabel"] = [{"index": d.index, "doc_id": negs[d.index].doc_id, "verdict": d.verdict, "tier": d.tier,
-                            **({"error": d.error} if d.verdict == UNJUDGED and d.error else {})}
-                           for d in decisions]
+    for d in decisions:  # on the negative, like every judge's verdict: it follows the negative wherever it goes
+        if d.verdict in STAYS:
+            negs[d.index].judges = {**(negs[d.index].judges or {}), STEP: {
+                "verdict": d.verdict, "tier": d.tier, **({"error": d.error} if d.verdict == UNJUDGED and d.error else {})}}
     gone = {d.index for d in decisions if d.verdict not in STAYS}
     if not gone:
         return out

@@ -167,7 +167,6 @@
     cols.appendChild(q); cols.appendChild(p); cols.appendChild(n);
     b.appendChild(cols);
     if (r.judges) { b.appendChild(el("h4", null, "judges' verdicts")); b.appendChild(el("pre", "detail", JSON.stringify(r.judges, null, 1))); }
-    if (r.relabel) { b.appendChild(el("h4", null, "relabel")); b.appendChild(el("pre", "detail", JSON.stringify(r.relabel, null, 1))); }
     if (r.status === "dropped") {
       b.appendChild(el("h4", null, "why it was dropped: " + r.reason + " (" + r._where + ")"));
       b.appendChild(el("pre", "detail", JSON.stringify(r.detail || {}, null, 1)));
