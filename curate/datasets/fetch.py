@@ -32,7 +32,8 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from curate.core.errors import CurateError
-from curate.llm.redact import Scrubber, safe_url
+from curate.core.secrets import safe_url
+from curate.llm.redact import Scrubber
 
 try:
     from lzma import LZMAError

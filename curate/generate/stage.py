@@ -455,7 +455,7 @@ def _serve_and_ask(stage: str, opts: StageOptions, main, summaries, finish) -> d
     """Start or reach the backend, ask every family's items (``main``), then ``finish``; the run's summary."""
     from curate.core.progress import console
     from curate.llm.backend import llm_backend
-    from curate.llm.redact import safe_url
+    from curate.core.secrets import safe_url
 
     with llm_backend(opts.llm, Path(opts.out)) as (cfg, cache):
         where = ("vLLM's offline runner" if cfg.batch is not None and cfg.batch.mode == "vllm"

@@ -317,7 +317,7 @@ class ServerErrors:
 
     @property
     def url(self) -> str:
-        from curate.llm.redact import safe_url
+        from curate.core.secrets import safe_url
 
         return safe_url(self.base_url)
 

@@ -43,7 +43,8 @@ import openai
 from curate.llm.batch import BatchPlan, Collector
 from curate.llm.cache import RequestCache, request_key
 from curate.llm.limiter import OVERLOAD_STATUS, AdaptiveLimit, FirstContact
-from curate.llm.redact import Scrubber, safe_url
+from curate.core.secrets import safe_url
+from curate.llm.redact import Scrubber
 from curate.llm.urls import split_query
 
 SEED_MODULUS = 2**31 - 1

@@ -37,7 +37,6 @@ BUNDLED_MAX_CHARS = 300
 # Characters a token of the bundled model's answers carries at least, for the cap: English text
 # runs about 4 a token with its tokenizer, JSON punctuation and digits fewer.
 CHARS_PER_TOKEN = 3
-_FITTED: dict[int, tuple[dict[str, Any], dict[str, Any], int | None]] = {}
 
 
 def is_bundled(backend: Any) -> bool:
@@ -50,18 +49,24 @@ def fit_to_bundled(schema: dict[str, Any], params: dict[str, Any]) -> tuple[dict
     to ``BUNDLED_MAX_CHARS``, and ``max_tokens`` no more than the longest answer that schema
     allows (``answer_token_cap``). The server turns the schema into a grammar, so generation
     stops when the JSON object closes and no string can ramble on towards the cap."""
-    found = _FITTED.get(id(schema))
-    if found is None or found[0] is not schema:  # one copy per schema for the run (the client keys its validators by it)
-        from curate.llm.taskspec import _clamp_strings
+    fitted = bundled_schema(schema)
+    return fitted, capped_params(params, answer_token_cap(fitted))
 
-        fitted = _clamp_strings(schema, BUNDLED_MAX_CHARS)
-        found = _FITTED[id(schema)] = (schema, fitted, answer_token_cap(fitted))
-    _, fitted, cap = found
+
+def bundled_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with every free string held to ``BUNDLED_MAX_CHARS`` characters."""
+    from curate.llm.taskspec import clamp_strings
+
+    return clamp_strings(schema, BUNDLED_MAX_CHARS)
+
+
+def capped_params(params: dict[str, Any], cap: int | None) -> dict[str, Any]:
+    """``params`` with ``max_tokens`` no more than ``cap`` (unchanged when there is no cap)."""
     params = dict(params)
     if cap is not None:
         asked = params.get("max_tokens")
         params["max_tokens"] = cap if asked is None else min(int(asked), cap)
-    return fitted, params
+    return params
 
 
 def answer_token_cap(schema: dict[str, Any]) -> int | None:

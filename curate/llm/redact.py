@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
-from curate.core.secrets import MASK, safe_url  # noqa: F401  (safe_url: the backends' name for it)
+from curate.core.secrets import MASK
 
 MIN_QUERY_SECRET = 8  # shorter query values (a version, "json") are not keys and would garble every note
 # a token as sent in an Authorization header, which a careless server repeats in its error text; one

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from curate.llm.embedded import fit_to_bundled, is_bundled
+from curate.llm.embedded import answer_token_cap, bundled_schema, capped_params, is_bundled
 from curate.llm.templates import load_template, render, template_hash
 
 if TYPE_CHECKING:  # the client pulls in openai; a task needs only its answers
@@ -67,6 +68,13 @@ class LLMTask(Generic[T]):
     system: str | None = None
     prompt_dirs: Sequence[str] = ()
 
+    @cached_property
+    def for_bundled(self) -> tuple[dict[str, Any], int | None]:
+        """The schema and ``max_tokens`` cap sent to the bundled model, made once per task (the
+        client keeps one validator per schema object)."""
+        schema = bundled_schema(self.schema)
+        return schema, answer_token_cap(schema)
+
     def check(self) -> None:
         """Load the template now, so a missing or broken one stops a run before any request."""
         load_template(self.template, self.prompt_dirs)
@@ -85,7 +93,8 @@ class LLMTask(Generic[T]):
         prompt = self.prompt(variables)
         schema, params_sent = self.schema, dict(self.params if params is None else params)
         if is_bundled(backend):  # its answers held to what a record needs (curate.llm.embedded)
-            schema, params_sent = fit_to_bundled(schema, params_sent)
+            schema, cap = self.for_bundled
+            params_sent = capped_params(params_sent, cap)
         answer = await backend.ask_json(prompt.messages, schema, params_sent, seed, name=self.name, fresh=fresh)
         result: Result[T] = Result(answer, prompt)
         if answer.ok:

@@ -45,7 +45,7 @@ class PromptStep:
         """A copy whose answer strings are capped at ``limit`` characters (quick runs, budgets)."""
         if not limit:
             return self
-        return dataclasses.replace(self, schema=_clamp_strings(self.schema, limit))
+        return dataclasses.replace(self, schema=clamp_strings(self.schema, limit))
 
     def task(self, name: str, parse, prompt_dirs=()) -> "LLMTask":
         """This step as an LLM task whose answers ``parse`` reads."""
@@ -207,16 +207,17 @@ def _step(raw: dict[str, Any], where: str) -> PromptStep:
     )
 
 
-def _clamp_strings(schema: Any, limit: int) -> Any:
+def clamp_strings(schema: Any, limit: int) -> Any:
+    """A copy of ``schema`` whose free strings hold at most ``limit`` characters."""
     if isinstance(schema, dict):
-        out = {k: _clamp_strings(v, limit) for k, v in schema.items()}
+        out = {k: clamp_strings(v, limit) for k, v in schema.items()}
         if out.get("type") == "string" and "enum" not in out:
             out["maxLength"] = min(int(out.get("maxLength", limit)), limit)
             if "minLength" in out:
                 out["minLength"] = min(int(out["minLength"]), out["maxLength"])
         return out
     if isinstance(schema, list):
-        return [_clamp_strings(v, limit) for v in schema]
+        return [clamp_strings(v, limit) for v in schema]
     return schema
 
 

@@ -30,7 +30,7 @@ def read_urls(values: Sequence[str]) -> list[str]:
 
 def _urls_in_file(name: str) -> list[str]:
     """The URLs a file lists, one a line, ``#`` comments and blank lines skipped."""
-    from curate.llm.redact import safe_url
+    from curate.core.secrets import safe_url
 
     path = Path(name)
     if not path.is_file():

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from curate.core.errors import CurateError
-from curate.llm.redact import Scrubber, safe_url
+from curate.core.secrets import safe_url
+from curate.llm.redact import Scrubber
 from curate.llm.urls import read_urls
 from tests.helpers import assert_one_line_error, read_jsonl, run_curate
 

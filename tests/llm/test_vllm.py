@@ -109,8 +109,8 @@ def test_generate_through_vllm_structured_output(generated):
         assert r["query"].strip() and r["positive"].strip()
         assert len(r["negatives"]) == 4 and all(n["text"].strip() for n in r["negatives"])
         assert r["meta"]["model"] == NAME
-        # vLLM's grammar makes every answer parse: a re-ask (if any) was for content, never syntax
-        assert not [h for h in r["meta"].get("history", []) if h.startswith(("invalid-json", "truncated"))]
+        # vLLM's grammar makes every answer parse; an answer may be cut at the bundled model's cap and asked again
+        assert not [h for h in r["meta"].get("history", []) if h.startswith("invalid-json")]
 
 
 def test_a_judge_step_against_vllm(server, generated, tmp_path):
@@ -147,7 +147,7 @@ def test_from_corpus_queries_through_vllm(server, tmp_path):
         assert r["query"].strip() and r["negatives"] == [] and r["meta"]["model"] == NAME
         passage = corpus[r["positive_id"]]
         assert r["positive"] == doc_text(passage), "the passage verbatim, under its id"
-        assert not [h for h in r["meta"].get("history", []) if h.startswith(("invalid-json", "truncated"))]
+        assert not [h for h in r["meta"].get("history", []) if h.startswith("invalid-json")]
 
 
 def test_vllms_offline_batch_runner_gives_the_online_paths_records(server, tmp_path):
@@ -201,7 +201,7 @@ def test_reasoning_and_instruction_specs_through_vllm(server, tmp_path, family, 
     check_answer(rec, family, from_corpus, 200)
     assert [n.level for n in rec.negatives] == [1, 2, 3, 4] and rec.meta["model"] == NAME
     assert (rec.positive_id is not None) == from_corpus
-    assert not [h for h in rec.meta.get("history", []) if h.startswith(("invalid-json", "truncated"))]
+    assert not [h for h in rec.meta.get("history", []) if h.startswith("invalid-json")]
 
 
 def test_ctrl_c_stops_vllm_and_its_engine(server, generated):

@@ -45,7 +45,7 @@ import httpx
 
 from curate.core.errors import CurateError
 from curate.embed.teacher import TEACHERS, TeacherModel, TeacherOptions, known_prompts
-from curate.llm.redact import safe_url
+from curate.core.secrets import safe_url
 from curate.llm.urls import url_join
 
 PREFIX = "openai:"

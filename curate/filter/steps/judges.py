@@ -57,7 +57,7 @@ from curate.core.params import schema_from_defaults
 from curate.filter.base import keep_negatives, merge_params, FilterContext, register
 from curate.llm.batch import PENDING
 from curate.llm.client import derive_seed
-from curate.llm.redact import safe_url
+from curate.core.secrets import safe_url
 from curate.llm.task import LLMTask
 from curate.core.records import Record
 
