@@ -206,7 +206,8 @@ def train_stage(opts: TrainOptions, run) -> dict[str, Any]:
     import pyarrow.parquet as pq
 
     os.environ.setdefault("TQDM_DISABLE", "1")  # the libraries' bars (datasets, the model card's widget
-    from curate.core.stage import STAGES, run_stage  # examples): curate's own training bar and lines stay
+    # examples): curate's own training bar and lines stay
+    from curate.core.stage import STAGES, run_stage
     from curate.train.fit import SCORED, Training
 
     files = train_files(opts.run)
