@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.curate-installed
 
-.PHONY: setup demo test clean vllm flagembedding browser
+.PHONY: setup demo test bench-tests clean vllm flagembedding browser
 
 setup: $(STAMP)
 
@@ -30,8 +30,14 @@ demo: setup
 
 # The suite includes the vLLM integration test (tests/llm/test_vllm.py), so vLLM's CPU build is set up
 # too; CURATE_REQUIRE_VLLM makes that test fail, not skip, if it cannot find vLLM.
+# Checks marked `bench` (a whole-SciFact evaluation against MTEB's figure, vLLM's offline runner and
+# served teacher, Ray replicas, every family on the bundled model, ...) take minutes each: they run
+# with `make bench-tests`, so that `make test` stays under half an hour on 2 cores.
 test: setup vllm flagembedding browser
-	CURATE_REQUIRE_VLLM=1 CURATE_REQUIRE_FLAGEMBEDDING=1 CURATE_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -q --durations=40
+	CURATE_REQUIRE_VLLM=1 CURATE_REQUIRE_FLAGEMBEDDING=1 CURATE_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -q -m "not bench" --durations=40
+
+bench-tests: setup vllm
+	CURATE_REQUIRE_VLLM=1 $(BIN)/python -m pytest -q -m bench --durations=20
 
 # Headless Chromium and its driver from Debian's packages, for the test that opens `curate report`'s
 # page in a real browser (tests/report/test_report_browser.py); installed when missing (needs root).

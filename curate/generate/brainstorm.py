@@ -99,7 +99,7 @@ async def brainstorm(
         return await task.run(client, plan["variables"], plan["seed"], params=plan["params"])
 
     call, idle = 0, 0
-    estimate = _plan(spec, task, [call_plan(c) for c in range(min(max_calls, math.ceil((n - len(kept)) / per_call)))],
+    estimate = _plan(spec, task, client, [call_plan(c) for c in range(min(max_calls, math.ceil((n - len(kept)) / per_call)))],
                      stats.price)
     estimate.announce()
     with JsonlAppender(path) as out:
@@ -145,11 +145,11 @@ def _stop_if_fatal(spec: TaskSpec, client: LLMClient, results) -> None:
             raise CurateError(f"brainstorm {spec.family} stopped: {getattr(client, 'fatal', None) or result.reason}")
 
 
-def _plan(spec: TaskSpec, task, plans: list[dict[str, Any]], price: float | None):
+def _plan(spec: TaskSpec, task, client, plans: list[dict[str, Any]], price: float | None):
     """The first wave's estimate: its calls go at once, and more follow only when answers
     repeat tasks already kept, so its count is the fewest calls the family needs."""
     from curate.core.estimate import most_tokens, plan, prompt_text
 
     prompts = [prompt_text(task.prompt(p["variables"]).messages) for p in plans]
-    return plan(f"brainstorm {spec.family}", prompts, len(plans), most_tokens([p["params"].get("max_tokens")
-                                                                            for p in plans]), len(plans), price)
+    return plan(f"brainstorm {spec.family}", prompts, len(plans), most_tokens(
+        [task.request(client, p["params"])[1].get("max_tokens") for p in plans]), len(plans), price)

@@ -75,6 +75,15 @@ class LLMTask(Generic[T]):
         schema = bundled_schema(self.schema)
         return schema, answer_token_cap(schema)
 
+    def request(self, backend, params: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The answer schema and request parameters ``backend`` is sent (``params`` replacing the
+        task's): the bundled model's answers are held to what a record needs (curate.llm.embedded)."""
+        sent = dict(self.params if params is None else params)
+        if not is_bundled(backend):
+            return self.schema, sent
+        schema, cap = self.for_bundled
+        return schema, capped_params(sent, cap)
+
     def check(self) -> None:
         """Load the template now, so a missing or broken one stops a run before any request."""
         load_template(self.template, self.prompt_dirs)
@@ -91,10 +100,7 @@ class LLMTask(Generic[T]):
         """Ask ``backend`` once (its own re-asks aside) and parse a valid answer; ``params``
         replaces the task's request parameters for this call."""
         prompt = self.prompt(variables)
-        schema, params_sent = self.schema, dict(self.params if params is None else params)
-        if is_bundled(backend):  # its answers held to what a record needs (curate.llm.embedded)
-            schema, cap = self.for_bundled
-            params_sent = capped_params(params_sent, cap)
+        schema, params_sent = self.request(backend, params)
         answer = await backend.ask_json(prompt.messages, schema, params_sent, seed, name=self.name, fresh=fresh)
         result: Result[T] = Result(answer, prompt)
         if answer.ok:

@@ -120,6 +120,7 @@ def _scifact_world(tmp_path, n_queries: int = 16, n_docs: int = 260):
     return tmp_path / "pairs.jsonl", tmp_path / "corpus.jsonl"
 
 
+@pytest.mark.bench
 def test_mine_encodes_on_ray_workers_with_the_same_result(tmp_path, monkeypatch):
     pytest.importorskip("ray")
     import numpy as np

@@ -120,7 +120,7 @@ def kill_case(tmp_path_factory):
     return tmp, recs, reference, steps
 
 
-@pytest.mark.parametrize("before", ["nothing", "an earlier export"])
+@pytest.mark.parametrize("before", ["nothing", pytest.param("an earlier export", marks=pytest.mark.bench)])
 def test_export_killed_at_every_step_of_its_swap_is_finished_by_the_next_run(kill_case, before):
     """Every kill point between two renames: the next export (same command) ends with the
     same files as an export never killed; a different export after a kill is not refused."""
@@ -157,6 +157,7 @@ def _failing_commands(recs: Path, out: Path) -> list[list[str]]:
             ["filter", "--in", str(recs), "--out", str(out), "--recipe", "no-such-recipe"]]
 
 
+@pytest.mark.bench
 def test_a_failing_command_finishes_the_swap_a_killed_export_left(kill_case):
     """Killed at every rename of its swap over an earlier export, then a command that fails on
     its input: it exits 2 with one line, and the folder holds the killed export's files, whole,

@@ -80,6 +80,7 @@ def _cached_vectors(cache):
     return data, doc_ids, qids, docs, queries
 
 
+@pytest.mark.bench
 def test_full_scifact_matches_mteb(scifact_full):
     r = scifact_full["report"]
     assert r["mode"] == "full" and r["model"]["precision"] == "fp32"
@@ -93,6 +94,7 @@ def test_full_scifact_matches_mteb(scifact_full):
     assert len(results) == 1  # filed for later light runs to compare against
 
 
+@pytest.mark.bench
 def test_metrics_match_sentence_transformers(scifact_full):
     from sentence_transformers.sentence_transformer.evaluation import InformationRetrievalEvaluator
 
@@ -139,6 +141,7 @@ def scifact_light(scifact_full, tmp_path_factory):
     return {"report": json.loads(out.read_text()), "set": lset, "tmp": tmp}
 
 
+@pytest.mark.bench
 def test_light_set_properties(scifact_full, scifact_light):
     r = scifact_light["report"]
     lset = LightSet.from_json(json.loads(scifact_light["set"].read_text()), scifact_light["set"])
@@ -178,6 +181,7 @@ def tiny_model(tmp_path_factory):
     return folder
 
 
+@pytest.mark.bench
 def test_stored_light_set_is_reused_and_only_its_docs_encoded(scifact_light, tiny_model, tmp_path):
     out = tmp_path / "tiny.json"
     env = {"CURATE_CACHE_DIR": str(tmp_path / "fresh-cache")}
@@ -207,6 +211,7 @@ def test_stored_light_set_is_reused_and_only_its_docs_encoded(scifact_light, tin
     assert proc.returncode == 0 and "cached" in proc.stdout and "light - full" in proc.stdout
 
 
+@pytest.mark.bench
 def test_prepare_light_set_builds_once_what_an_evaluation_uses(scifact_full, scifact_light, tmp_path, monkeypatch):
     """What ``curate ablate`` calls before its runs go to several workers: the set an evaluation
     would build, stored once and then only read."""
@@ -261,6 +266,7 @@ def test_bad_inputs_are_one_line_errors(tmp_path):
                           str(bad), "not a light set")
 
 
+@pytest.mark.bench
 def test_the_hybrid_teacher_is_evaluated_from_the_same_vectors(scifact_full):
     """``--bm25-weight``: the ranking mine's hybrid scores give (BM25 mixed into the cosine), from the
     vectors the dense run cached; filed apart from the dense result, never over it."""

@@ -53,6 +53,7 @@ def six_families(tmp_path_factory):
     return out, run_curate(*args, timeout=HANG_S)
 
 
+@pytest.mark.bench
 def test_generate_every_family_with_bundled_model(six_families):
     out, proc = six_families
     assert proc.returncode == 0, proc.stderr
@@ -120,6 +121,7 @@ def test_killed_run_resumes_without_loss_or_duplicates(tmp_path):
     assert summary["counts"]["resumed"] == len(before)
 
 
+@pytest.mark.bench
 def test_filter_the_bundled_model_output(six_families, tmp_path):
     out, proc = six_families
     assert proc.returncode == 0, proc.stderr
@@ -156,6 +158,7 @@ def test_filter_the_bundled_model_output(six_families, tmp_path):
         assert t["positive_rank"] >= 1 and all(n["teacher_rank"] >= 1 for n in r["negatives"])
 
 
+@pytest.mark.bench
 def test_export_audits_the_short_long_records(six_families, tmp_path):
     """The shortcut audit's figures for the bundled model's short-long records are in the export's
     report and on its card: each comparison probed, or listed as skipped with its counts."""

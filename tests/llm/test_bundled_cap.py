@@ -63,3 +63,24 @@ def test_other_models_get_the_spec_as_written():
     spec = load_spec("short-long")
     schema, params = _ask("my-model")
     assert schema == spec.generate.schema and params["max_tokens"] == spec.generate.params["max_tokens"] == 3000
+
+
+def _estimate(model: str, items: int = 3):
+    """generate's estimate of ``items`` short-long items asked of ``model`` on one server."""
+    from curate.generate.examples import Asking, Item
+    from curate.generate.queue import plan_queue
+    from curate.core.records import Task
+
+    spec = load_spec("short-long")
+    client = SimpleNamespace(cfg=SimpleNamespace(model=model, base_urls=["http://127.0.0.1:1/v1"], concurrency=1,
+                                                 batch=None))
+    queue = [(0, Item(f"i{n}", Task("t0", "short-long", "Find passages about glaciers."), 0, n)) for n in range(items)]
+    return plan_queue(queue, [spec], Asking(), client, None)
+
+
+def test_the_estimate_counts_the_tokens_the_bundled_model_may_really_answer():
+    """The estimate line bounds completion tokens by the max_tokens each request is sent: for the
+    bundled model the cap, not the spec's 3,000."""
+    schema, params = _ask(BUNDLED_ALIAS)
+    assert _estimate(BUNDLED_ALIAS).completion_tokens_max == 3 * params["max_tokens"] < 3000
+    assert _estimate("my-model").completion_tokens_max == 3 * 3000

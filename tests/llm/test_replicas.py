@@ -40,6 +40,7 @@ def _answers(url: str) -> bool:
         return False
 
 
+@pytest.mark.bench
 def test_replicas_on_ray_serve_a_run_that_outlives_a_killed_one(tmp_path):
     pytest.importorskip("ray")
     urls_file = tmp_path / "replicas.txt"

@@ -130,6 +130,7 @@ def test_a_judge_step_against_vllm(server, generated, tmp_path):
     assert "judge_answerable" in json.dumps(report)
 
 
+@pytest.mark.bench
 def test_from_corpus_queries_through_vllm(server, tmp_path):
     """A few SciFact passages: vLLM writes each one's query, the passage stays the positive."""
     _, url, _ = server
@@ -150,6 +151,7 @@ def test_from_corpus_queries_through_vllm(server, tmp_path):
         assert not [h for h in r["meta"].get("history", []) if h.startswith("invalid-json")]
 
 
+@pytest.mark.bench
 def test_vllms_offline_batch_runner_gives_the_online_paths_records(server, tmp_path):
     """`--batch vllm`: vLLM's offline runner (no server) answers the requests file; the online
     path, reading the same answers from the cache against the live server, writes the same records."""
@@ -176,6 +178,7 @@ def test_vllms_offline_batch_runner_gives_the_online_paths_records(server, tmp_p
     assert all(r["meta"]["from_cache"] for r in again), "the online path sent nothing: the batch's answers"
 
 
+@pytest.mark.bench
 @pytest.mark.parametrize("family", ["reasoning", "instruction-negatives"])
 @pytest.mark.parametrize("from_corpus", [False, True], ids=["alone", "from-corpus"])
 def test_reasoning_and_instruction_specs_through_vllm(server, tmp_path, family, from_corpus):
@@ -250,6 +253,7 @@ def _scifact_sample(n_queries: int = 20, n_docs: int = 150):
     return data, qids, docs
 
 
+@pytest.mark.bench
 def test_the_served_teacher_gives_the_local_teachers_vectors(embed_server, tmp_path):
     from curate.embed.teacher import Teacher
 
@@ -265,6 +269,7 @@ def test_the_served_teacher_gives_the_local_teachers_vectors(embed_server, tmp_p
     assert max(len(t.split()) for t in texts) > 256  # long abstracts too: cut where sentence-transformers cuts
 
 
+@pytest.mark.bench
 def test_mine_with_the_served_teacher_gives_the_local_negatives(embed_server, tmp_path):
     """The same negatives for every query, but where two candidates' scores sit within the noise
     of two float paths (2e-3) of each other or of the threshold: then either may be picked."""
