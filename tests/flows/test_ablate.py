@@ -138,6 +138,7 @@ def test_tiny_grid_report_baseline_and_resume(tiny, finished, monkeypatch):
     assert "<td>same-as-default</td>" in (out / "report.html").read_text(encoding="utf-8")
 
 
+@pytest.mark.bench
 def test_runs_train_on_ray_workers_as_they_do_here(tiny, finished, monkeypatch):
     """--executor ray: the data is made once in the driver, every run trains and is evaluated on a
     Ray worker: the same training losses and figures as the runs made in this process."""
@@ -348,6 +349,7 @@ arms:
 """
 
 
+@pytest.mark.bench
 def test_losses_train_on_the_exports_teacher_scores(tiny, monkeypatch):
     """One export trained five ways: each arm trains with its own loss (the distillation ones on the
     export's ``label`` column, the teacher's scores), none is taken for another's run though all
