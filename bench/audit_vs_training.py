@@ -22,7 +22,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from curate.core.records import read_records  # noqa: E402
-from curate.flows.ablate import arms as data  # noqa: E402
 from curate.flows.ablate.grid import load_grid  # noqa: E402
 
 
@@ -35,13 +34,13 @@ def _auc(audit: dict, comparison: str) -> str:
     return f"{c['char_auc']:.3f} / {emb:.3f}" if emb is not None else f"{c['char_auc']:.3f} /   -  "
 
 
-def _export_of(work: Path, key: str, seed: int, exports: dict[str, Path]) -> Path | None:
-    """The export the arm's run of ``seed`` trained on (by the digest its result records)."""
-    try:
-        result = json.loads((work / "runs" / key / f"seed-{seed}.json").read_text())
-    except OSError:
-        return None
-    return exports.get((result.get("training") or {}).get("data_sha256"))
+def _export_of(grid, arm, out: Path) -> Path | None:
+    """The export the arm's run of the grid's first seed trained on (None: its cell is not finished)."""
+    from curate.flows.ablate.arms import cell_steps
+    from curate.flows.ablate.cells import walk
+
+    found, undone = walk(cell_steps(grid, arm, grid.seeds[0], out), out)
+    return Path(found["rows"].out) if undone is None else None
 
 
 def main() -> None:
@@ -51,13 +50,7 @@ def main() -> None:
     args = ap.parse_args()
     grid = load_grid(args.grid)
     report = json.loads((Path(args.out) / "ablate_report.json").read_text())
-    work = Path(report["work"])
     summary = {r["arm"]: r for r in report["summary"]}
-    exports = {}  # what each finished export's training file hashes to: the runs record it
-    for folder in sorted((work / "exports").iterdir()):
-        files = data.train_files(folder)
-        if files:
-            exports[data.data_digest(files)] = folder
     print(f"{report['title']}; budget {report['budget']}")
     print(f"{'arm':<16} {'records':>7} {'rows':>5} {'negatives by source':<26} {'llm/corpus AUC':>15} "
           f"{'pos/neg AUC':>15}  NDCG@10")
@@ -68,8 +61,7 @@ def main() -> None:
         if arm.kind != "curate":
             print(f"{arm.name:<16} {'':>7} {'':>5} {'':<26} {'':>15} {'':>15}  {score}")
             continue
-        key = (report["arms"].get(arm.name) or {}).get("key")
-        folder = key and _export_of(work, key, grid.seeds[0], exports)
+        folder = _export_of(grid, arm, Path(args.out))
         if folder is None:
             print(f"{arm.name:<16} (no finished run of seed {grid.seeds[0]} in the report)")
             continue

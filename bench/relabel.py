@@ -40,7 +40,7 @@ PROMOTED = ("relevant", "better")
 
 def held_back(grid) -> dict[str, set[str]]:
     """Per training query: its labelled positives minus the one the grid showed."""
-    from curate.flows.ablate.arms import _shown
+    from curate.flows.ablate.queries import _shown
     from curate.datasets.beir import read_qrels
 
     qrels = read_qrels(Path(grid.data) / "qrels" / f"{grid.split}.tsv")
@@ -151,11 +151,10 @@ def llm_sample(mined: Path, out: Path, queries: int) -> Path:
 
 
 def main() -> None:
-    from curate.flows.ablate import arms as data
+    from curate.flows.ablate.arms import cell_steps
+    from curate.flows.ablate.cells import run_steps
     from curate.flows.ablate.grid import load_grid
-    from curate.flows.ablate.main import _budget_key
     from curate.core.stage import report_of
-    from curate.core.hashing import value_digest
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--grid", default=str(REPO / "bench/grids/nfcorpus-relabel.yaml"))
@@ -173,14 +172,12 @@ def main() -> None:
     grid = load_grid(args.grid)
     if args.serve:
         return serve(grid, args.serve)
-    work = Path(args.out) / f"grid-{value_digest(_budget_key(grid), length=data.KEY)}"
-    qrels = data.training_qrels(grid, work)
+    work = Path(args.out)
     arm = next(a for a in grid.arms if a.name == args.arm)
     hidden = held_back(grid)
-    mine, mine_opts = next(step for step in data.arm_stages(grid, arm, qrels, work) if step[0].name == "mine")
-    mined_path = mine.path(mine_opts.out)  # the arm's set before its filter
-    if not mined_path.is_file():
-        data.arm_records(grid, next(a for a in grid.arms if a.name == "all-negatives"), qrels, work)
+    steps = cell_steps(grid, arm, grid.seeds[0], work)
+    mine = next(step for step in steps if step.label == "mine")
+    mined_path = mine.stage.path(run_steps(steps, work, upto="filter")["mine"].out)  # the arm's set before its filter
     result = {"grid": str(Path(args.grid).resolve().relative_to(REPO)), "queries": grid.queries,
               "shown_positives": grid.shown_positives, "arm": args.arm,
               "scripted_judge": measure(oracle(grid, mined_path, work / "relabel-oracle", hidden), hidden)}

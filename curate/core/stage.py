@@ -136,7 +136,8 @@ class FunnelRow:
 # one through the entry-point group. The report, the API and the pipeline look stages up here.
 STAGES: Registry[Stage] = Registry("stage", "curate.stages", builtin=(
     "curate.generate.stage", "curate.filter.main", "curate.mine.main", "curate.export.main",
-    "curate.convert.main", "curate.holdout.main", "curate.train.main", "curate.flows.pipeline"))
+    "curate.convert.main", "curate.holdout.main", "curate.train.main", "curate.train.fit_stage",
+    "curate.evaluate.stage", "curate.flows.pipeline"))
 
 
 def llm_usage(node: Any, calls: str) -> dict[str, Any]:
@@ -209,6 +210,17 @@ def _identity(stage: Stage, opts: Any, also: list[Any] | None = None,
         also = stage.also_reads(opts) if also is None else also
         inputs["also"] = {f"{Path(p).parent.name}/{Path(p).name}": digest(p) for p in also}
     return {"stage": stage.name, "options": _plain(options), "inputs": inputs}
+
+
+FOLDER_KEY = 12  # characters of a fingerprint that name a placed folder
+
+
+def placed(stage: Stage, opts: Any, root: str | Path) -> Any:
+    """``opts`` with ``out`` set to ``root/<stage>/<fingerprint:12>``: the one place a folder is
+    named by what it holds, so runs with equal options and inputs share a folder (two arms of
+    a grid, a renamed arm) and a changed option gets a new folder instead of replacing a
+    finished result. Call it once the stage's inputs exist: their bytes are in the name."""
+    return dataclasses.replace(opts, out=str(Path(root) / stage.name / fingerprint(stage, opts)[:FOLDER_KEY]))
 
 
 def finished_marker(folder: str | Path) -> dict[str, Any] | None:

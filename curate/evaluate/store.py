@@ -10,16 +10,17 @@ Both live beside the embedding cache, under ``$CURATE_CACHE_DIR/eval`` (or
   carries the folder fingerprint and the precision; the prompts are added), so a light run
   can report its distance from the full score without recomputing it.
 
-A dataset is identified by its resolved folder *and* the size and modification time of
-the files read, so a corpus edited in place never meets a light set or result of its
-previous contents.  Files are written atomically; unreadable ones are ignored (rebuilt).  A
-folder that cannot be written is found before the encoding (``check_writable``).
+Both are caches, keyed the way a stage's fingerprint is (``curate.core.hashing``): a dataset is
+the SHA-256 of the three files an evaluation reads, not their path, so a corpus edited in place
+never meets a light set or result of its previous contents, and a moved copy still does. Files
+are written atomically; unreadable ones are ignored (rebuilt). A folder that cannot be written
+is found before the encoding (``check_writable``).
 """
 
 from __future__ import annotations
 
 import errno
-import hashlib
+import functools
 import json
 import shutil
 import tempfile
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from curate.core.errors import CurateError
+from curate.core.hashing import file_digest, value_digest
 from curate.core.jsonl import atomic_write_json
 from curate.core.runner import MIN_FREE_BYTES, disk_error
 from curate.embed.cache import default_cache_dir
@@ -36,26 +38,29 @@ def eval_cache_dir() -> Path:
     return default_cache_dir().parent / "eval"
 
 
-def digest(obj: Any, n: int = 16) -> str:
-    """A short stable hash of a JSON-able value (dict keys sorted)."""
-    text = json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:n]
-
-
 def dataset_identity(folder: str | Path, split: str) -> dict[str, Any]:
-    """The resolved folder, the split and a fingerprint of the three files an evaluation reads."""
+    """The folder, the split and the content of the three files an evaluation reads (only the
+    split and the content key the caches: the path is for the report)."""
     folder = Path(folder).resolve()
     files = [folder / "corpus.jsonl", folder / "queries.jsonl", folder / "qrels" / f"{split}.tsv"]
-    stats = []
-    for f in files:
-        st = f.stat()
-        stats.append([f.name, st.st_size, st.st_mtime_ns])
-    return {"path": str(folder), "split": split, "fingerprint": digest(stats)}
+    return {"path": str(folder), "split": split, "fingerprint": value_digest([_content(f) for f in files], 16)}
+
+
+def _content(path: Path) -> list[Any]:
+    st = path.stat()  # a missing file fails here, as the evaluation itself would
+    return [path.name, _hashed(str(path), st.st_size, st.st_mtime_ns)]
+
+
+@functools.lru_cache(maxsize=64)
+def _hashed(path: str, size: int, mtime_ns: int) -> str | None:
+    """A file's SHA-256, hashed once per process while its size and time stay (a grid scores
+    many models on one corpus)."""
+    return file_digest(path)
 
 
 def _path(kind: str, dataset: dict[str, Any], key_parts: dict[str, Any]) -> Path:
     name = Path(dataset["path"]).name or "data"
-    key = digest({"dataset": dataset, **key_parts})
+    key = value_digest({"dataset": {k: dataset[k] for k in ("split", "fingerprint")}, **key_parts}, 16)
     return eval_cache_dir() / kind / f"{name}-{dataset['split']}-{key}.json"
 
 

@@ -12,7 +12,9 @@ Recall@100 and MRR@10 before and after. Each evaluation also gets a verdict on i
 hold out enough), or the change's paired bootstrap interval and whether it is clear of zero. ``--light``
 samples the ``--eval`` folders only: the held-out set is small by nature, and a fifth of it says nothing.
 
-It is a stage: its folder (``RUN/train`` unless ``--out``) is opened by the runner, a killed run
+It is a stage made of two: ``fit`` (``RUN/train/fit``, the fine-tune alone) and ``eval`` of the
+base and the fitted model on every set (``RUN/train/eval/<fingerprint>``), each run through the
+stage runner, as an ablation cell runs them. Its folder (``RUN/train`` unless ``--out``) is opened by the runner, a killed run
 leaves nothing half-written and starts again cleanly, and the same command again is "done
 earlier" (training is the slow part). The fingerprint is the export's training files, the eval
 folders and the options, so a new export trains again. An export that is not from the run's
@@ -39,7 +41,8 @@ from curate.train.fit import Budget
 if TYPE_CHECKING:
     from curate.evaluate.paired import Change
 
-MODEL = "model"
+FIT_DIR = "fit"  # the fit stage's run inside this one's folder
+MODEL = f"{FIT_DIR}/model"  # the fitted model (``curate.train.fit_stage.MODEL`` in the fit's folder)
 FORMAT = "sentence-transformers"  # the export format the trainer reads
 HELD_OUT = "holdout/eval"  # a pipeline run's held-out BEIR folder, when it wrote one
 METRICS = ("ndcg@10", "recall@100", "mrr@10")
@@ -142,12 +145,16 @@ def _also_reads(opts: TrainOptions) -> list[Path]:
     return train_files(opts.run)
 
 
-def _evaluate(model: str | None, s: EvalSet, which: str) -> dict[str, Any]:
+def _evaluate(s: EvalSet, root: Path, which: str, **model: str | None) -> dict[str, Any]:
+    """One set scored through the ``eval`` stage, in a folder of ``root`` named by what it scores."""
     from curate.core.progress import note
-    from curate.evaluate.main import EvalOptions, run_eval
+    from curate.core.stage import STAGES, placed, run_stage
 
+    EVAL = STAGES.get("eval")
     note(f"train: evaluating the {which} model on {s.folder} ({s.split}{', light' if s.light else ''})")
-    report = run_eval(EvalOptions(data=s.folder, split=s.split, model=model, light=s.light, per_query=True))
+    opts = placed(EVAL, EVAL.options(data=s.folder, out="", split=s.split, light=s.light, per_query=True, **model),
+                  root)
+    report, _ = run_stage(EVAL, opts, resume=True, quiet=True)
     return {"metrics": {k: report["metrics"].get(k) for k in METRICS}, "queries": report["queries"],
             "docs": report["docs"], "per_query": report["per_query"][VERDICT_METRIC]}
 
@@ -192,33 +199,39 @@ def _evaluation(s: EvalSet, before: dict[str, Any], after: dict[str, Any], run: 
 
 
 def train_stage(opts: TrainOptions, run) -> dict[str, Any]:
+    """``fit`` on the export, then ``eval`` of the base and the fitted model on every set, each a
+    stage run of its own inside this run's folder (``FIT``, ``eval/<fingerprint>``)."""
     import os
 
-    import datasets
+    import pyarrow.parquet as pq
 
     os.environ.setdefault("TQDM_DISABLE", "1")  # the libraries' bars (datasets, the model card's widget
-    datasets.disable_progress_bars()           # examples): curate's own training bar and lines stay
-
-    from curate.train.fit import SCORED, Training, fine_tune
+    # examples): curate's own training bar and lines stay
+    from curate.core.stage import STAGES, run_stage
+    from curate.train.fit import SCORED, Training
 
     files = train_files(opts.run)
-    rows = datasets.load_dataset("parquet", data_files=[str(f) for f in files], split="train")
-    loss = opts.loss if opts.loss != "auto" else ("distill-kl" if "label" in rows.column_names else "mnrl")
-    if loss in SCORED and "label" not in rows.column_names:
+    columns = pq.read_schema(files[0]).names
+    rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
+    loss = opts.loss if opts.loss != "auto" else ("distill-kl" if "label" in columns else "mnrl")
+    if loss in SCORED and "label" not in columns:
         raise CurateError(f"--loss {loss} reads the teacher's scores, which this export's rows do not carry "
                           "(export with scores, or --loss mnrl)")
-    steps = opts.steps or max(MIN_STEPS, math.ceil(len(rows) / opts.batch_size))
+    steps = opts.steps or max(MIN_STEPS, math.ceil(rows / opts.batch_size))
     budget = Budget(steps=steps, batch_size=opts.batch_size, lr=opts.lr, max_seq_length=opts.max_seq_length)
+    FIT = STAGES.get("fit")
+    fit = FIT.options(rows=str(export_folder(opts.run)), out=str(run.path(FIT_DIR)), base=opts.base, budget=budget,
+                      seed=opts.seed, training=Training(loss=loss).changed())
     sets = eval_sets(opts)
-    before = [_evaluate(opts.base, s, "base") for s in sets]
+    before = [_evaluate(s, run.dir, "base", model=opts.base) for s in sets]
     started = time.perf_counter()
-    trained = fine_tune(opts.base, rows, budget, opts.seed, True, run.path(MODEL), Training(loss=loss))
+    fitted, _ = run_stage(FIT, fit, quiet=True)
     seconds = time.perf_counter() - started
-    after = [_evaluate(str(run.path(MODEL)), s, "trained") for s in sets]
+    after = [_evaluate(s, run.dir, "trained", fit=fit.out) for s in sets]
     evaluations = [_evaluation(s, b, a, Path(opts.run)) for s, b, a in zip(sets, before, after)]
     add_to_model_card(run.path(MODEL), evaluations)
     return {"export": str(export_folder(opts.run)), "files": [f.name for f in files], "base": opts.base or
-            "all-MiniLM-L6-v2 (bundled)", "model": MODEL, "loss": loss, "training": trained,
+            "all-MiniLM-L6-v2 (bundled)", "model": MODEL, "loss": loss, "training": fitted["training"],
             "train_s": round(seconds, 1), "evaluations": evaluations, "light": opts.light}
 
 

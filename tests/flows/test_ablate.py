@@ -66,10 +66,17 @@ def finished(tiny):
     return {"report": report, "log": log, "out": tiny["tmp"] / "out"}
 
 
+def _stamps(out: Path, *stages: str) -> dict[Path, int]:
+    """When each finished stage of these kinds (all: none named) wrote its report."""
+    return {p: p.stat().st_mtime_ns for p in out.glob("*/*/report.json")
+            if not stages or p.parent.parent.name in stages}
+
+
 def test_tiny_grid_report_baseline_and_resume(tiny, finished, monkeypatch):
+    import shutil
+
     monkeypatch.setenv("CURATE_CACHE_DIR", str(tiny["tmp"] / "cache"))
     out, log, report = finished["out"], list(finished["log"]), finished["report"]
-    work = Path(report["work"])
     rows = {r["arm"]: r for r in report["summary"]}
     assert set(rows) == {"base", "st", "default", "same-as-default", "same-data"}
     assert rows["base"]["seeds"] == [0]  # the untrained model is evaluated once
@@ -85,40 +92,42 @@ def test_tiny_grid_report_baseline_and_resume(tiny, finished, monkeypatch):
     # curate's default export (--negatives-per-row auto): in this small corpus the teacher ranks most
     # labelled positives in its top 10, so each row carries every negative of its record (k=2)
     assert cur_run["training"]["order"] == "export" and cur_run["training"]["negatives_per_row"] == 2
-    exports = [report_of(p) for p in (work / "exports").iterdir()]
+    exports = [report_of(p) for p in (out / "export").iterdir()]
     auto = [e["negatives_per_row"] for e in exports if "negatives_per_row" in e]
     assert auto and all(a["chose"] == "all" and a["positive_in_teacher_top_10"] >= 0.5 for a in auto)
-    # an arm whose options differ but whose export is the same file takes the finished run: no training
+    # an arm whose options differ but whose export is the same file shares the fit: one training
     for twin, made in zip(report["runs"]["same-data"], report["runs"]["default"]):
-        assert twin["same_data_as"]["arm"] == "default" and twin["metrics"] == made["metrics"]
+        assert twin["stages"]["rows"] != made["stages"]["rows"]  # two exports...
+        assert twin["stages"]["fit"] == made["stages"]["fit"] and twin["metrics"] == made["metrics"]  # ...one fit
         assert twin["training"]["data_sha256"] == made["training"]["data_sha256"]
-        assert twin["options"]["export"]["negatives_per_row"] == 2
-    assert report["arms"]["same-data"]["key"] != report["arms"]["default"]["key"]
     assert cur_run["training"]["rows"] <= 20 and st_run["training"]["rows"] <= 20  # the 20 sampled queries
     # the baseline's rows: sentence-transformers' miner on the same queries, one row per query
     st_rows = report["runs"]["st"][0]["training"]["rows"]
     assert 10 <= st_rows <= 20
-    # an arm whose options come to the default's is not trained again
-    assert report["runs"]["same-as-default"][0]["metrics"] == report["runs"]["default"][0]["metrics"]
-    assert sum("arms default, same-as-default, seed" in m for m in log) == 2  # trained once per seed
-    assert report["arms"]["same-as-default"]["same_as"] == ["default"]
-    assert report["runs"]["default"][0]["options"]["mine"]["positive_top"] == 0  # defaults filled in
+    # two arms with equal options (one spelling a default) share every stage's folder: trained once
+    assert report["runs"]["same-as-default"][0]["stages"] == report["runs"]["default"][0]["stages"]
+    assert sum("arms default, same-as-default, same-data, seed" in m for m in log) == 2  # trained once per seed
+    assert report["arms"]["same-as-default"]["same_as"] == ["default", "same-data"]
     assert (out / "ablate_report.json").is_file() and (out / "ablate.png").is_file()
     assert json.loads((out / "ablate_report.json").read_text())["summary"] == report["summary"]
-    assert not any((work / "models").iterdir())  # models are removed once evaluated
+    assert not list(out.glob("fit/*/model"))  # models are removed once evaluated
 
-    # resume: nothing to do; then a lost run (as after a kill) is the only one redone
-    stamps = {p: p.stat().st_mtime_ns for p in (work / "runs").rglob("*.json")}
+    # resume: nothing to do; then a cell killed before its fit finished resumes at its fit
+    stamps = _stamps(out)
     log.clear()
     again = run_ablate(AblateOptions(grid=str(tiny["grid"]), out=str(out), say=_say(log)))
     assert log[0].startswith("0 run(s) to do") and again["summary"] == report["summary"]
-    lost = work / "runs" / report["arms"]["st"]["key"] / "seed-1.json"
-    lost.unlink()
+    assert _stamps(out) == stamps
+    lost = report["runs"]["st"][1]["stages"]
+    shutil.rmtree(out / "fit" / lost["fit"])
     log.clear()
     third = run_ablate(AblateOptions(grid=str(tiny["grid"]), out=str(out), say=_say(log)))
     assert log[0].startswith("1 run(s) to do") and "arm st, seed 1" in log[1]
-    assert {p: p.stat().st_mtime_ns for p in stamps if p != lost} == {p: t for p, t in stamps.items() if p != lost}
-    assert {r["arm"]: r["values"] for r in third["summary"]}["st"][0] == rows["st"]["values"][0]
+    kept = {p: t for p, t in stamps.items() if p.parent.name != lost["fit"]}
+    assert {p: t for p, t in _stamps(out).items() if p in kept} == kept  # its rows and the rest: done earlier
+    assert (out / "fit" / lost["fit"] / "report.json").is_file()  # its fit made again, in the same folder
+    assert third["runs"]["st"][1]["stages"]["rows"] == lost["rows"]
+    assert {r["arm"]: r["values"] for r in third["summary"]}["st"][1] == rows["st"]["values"][1]
     # the command line: --report gathers the finished runs into the table and trains nothing
     proc = run_curate("ablate", str(tiny["grid"]), "--out", str(out), "--report", "--arm", "st", timeout=300,
                       env={"CURATE_CACHE_DIR": str(tiny["tmp"] / "cache")})
@@ -129,10 +138,10 @@ def test_tiny_grid_report_baseline_and_resume(tiny, finished, monkeypatch):
     assert "<td>same-as-default</td>" in (out / "report.html").read_text(encoding="utf-8")
 
 
+@pytest.mark.bench
 def test_runs_train_on_ray_workers_as_they_do_here(tiny, finished, monkeypatch):
     """--executor ray: the data is made once in the driver, every run trains and is evaluated on a
-    Ray worker, and each result is filed by the driver as it arrives: the same training losses
-    and figures as the runs made in this process."""
+    Ray worker: the same training losses and figures as the runs made in this process."""
     import shutil
 
     from curate.core.executor import Executor
@@ -142,29 +151,29 @@ def test_runs_train_on_ray_workers_as_they_do_here(tiny, finished, monkeypatch):
     here = finished["report"]
     out = tiny["tmp"] / "out-ray"
     shutil.copytree(finished["out"], out)
-    work = out / Path(here["work"]).name
-    for arm in ("st", "default", "same-data"):  # as if these runs had never finished
-        shutil.rmtree(work / "runs" / here["arms"][arm]["key"])
-    kept = {p: p.stat().st_mtime_ns for p in (work / "runs").rglob("*.json")}
-    assert kept  # base's run stays
-    data_made = {p: p.stat().st_mtime_ns for p in work.glob("*/*/*") if p.parent.parent.name in ("mined", "exports")}
+    for arm in ("st", "default"):  # as if these runs had never finished (same-data shares default's)
+        for run in here["runs"][arm]:
+            shutil.rmtree(out / "fit" / run["stages"]["fit"], ignore_errors=True)
+    kept = _stamps(out, "eval")
+    assert kept  # base's score stays
+    data_made = _stamps(out, "mine", "export", "st")
     log: list[str] = []
     report = run_ablate(AblateOptions(grid=str(tiny["grid"]), out=str(out), say=_say(log),
                                       executor=Executor("ray", workers=2)))
-    assert log[0].startswith("6 run(s) to do") and "training 6 run(s) on Ray workers, 2 at a time" in log
-    assert sum(": ndcg@10 " in m for m in log) == 6
+    assert log[0].startswith("4 run(s) to do") and "training 4 run(s) on Ray workers, 2 at a time" in log
+    assert sum(": ndcg@10 " in m for m in log) == 4
     assert {p: p.stat().st_mtime_ns for p in kept} == kept  # finished runs untouched
-    assert {p: p.stat().st_mtime_ns for p in data_made} == data_made  # mined sets and exports reused
+    assert _stamps(out, "mine", "export", "st") == data_made  # mined sets and exports reused
     assert [r["arm"] for r in report["summary"]] == [r["arm"] for r in here["summary"]]
     for arm in ("st", "default", "same-as-default", "same-data"):
         ray_runs, local_runs = report["runs"][arm], here["runs"][arm]
         assert [r["seed"] for r in ray_runs] == [0, 1]
         for a, b in zip(ray_runs, local_runs):
-            assert a["options"] == b["options"] and a["training"]["rows"] == b["training"]["rows"]
+            assert a["stages"]["fit"] == b["stages"]["fit"] and a["training"]["rows"] == b["training"]["rows"]
             for k in ("first_loss", "last_loss"):  # the same training, step for step
                 assert a["training"][k] == pytest.approx(b["training"][k], rel=1e-5)
             assert a["metrics"]["ndcg@10"] == pytest.approx(b["metrics"]["ndcg@10"], abs=1e-3)
-    assert not any((work / "models").iterdir())
+    assert not list(out.glob("fit/*/model"))
 
 
 @pytest.mark.parametrize("text,needle", [
@@ -199,16 +208,18 @@ def test_grid_errors_are_one_line_naming_the_file(tiny, text, needle):
 def test_holdout_trains_and_evaluates_on_disjoint_queries_of_one_split(tiny):
     """A collection that labels one split: ``holdout`` trains on some of its queries and the
     evaluation folder's qrels hold only the others, every judged line of each."""
-    from curate.flows.ablate import arms as data
     from curate.datasets.beir import read_qrels
+    from curate.flows.ablate.arms import cell_steps
+    from curate.flows.ablate.cells import run_steps
 
     grid_file = tiny["tmp"] / "holdout.yaml"
     grid_file.write_text(f"data: {tiny['folder']}\nsplit: train\nholdout: 0.25\narms: {{a: {{}}}}\n")
     grid = load_grid(grid_file)
     assert grid.eval_split == "train" and grid.holdout == 0.25
     work = tiny["tmp"] / "holdout-work"
-    trained = set(read_qrels(data.training_qrels(grid, work)))
-    folder = Path(data.holdout_data(grid, work))
+    found = run_steps(cell_steps(grid, grid.arms[0], 0, work), work, upto="mine")
+    trained = set(read_qrels(Path(found["queries"].out) / "qrels.tsv"))
+    folder = Path(found["eval-data"].out)
     evaluated = read_qrels(folder / "qrels" / "train.tsv")
     everything = read_qrels(Path(tiny["folder"]) / "qrels" / "train.tsv")
     assert trained and evaluated and not trained & set(evaluated)
@@ -244,143 +255,83 @@ def test_shipped_grids_load(tiny, monkeypatch):
             assert {"st-naive", "st-margin", "default"} <= names and grid.baselines == ["st-naive", "st-margin"]
 
 
-def test_arm_data_is_keyed_by_resolved_options(tiny, monkeypatch):
-    """A mined set or export made under other defaults is never reused: folders are named by the
-    options with every default filled in (an empty arm and one spelling the defaults share one)."""
-    from curate.flows.ablate import arms
+def _cell(tiny, finished, arm, seed=0):
+    """The arm's cell in the finished grid: its stages' placed options as far as they are done,
+    and the label of the first that is not (None: the cell is finished)."""
+    from curate.flows.ablate.arms import cell_steps
+    from curate.flows.ablate.cells import walk
+
+    grid, out = load_grid(tiny["grid"]), finished["out"]
+    steps = cell_steps(grid, arm, seed, out)
+    found, undone = walk(steps, out)
+    return found, None if undone is None else steps[undone].label
+
+
+def test_stage_folders_are_named_by_what_they_hold(tiny, finished, monkeypatch):
+    """A mined set or export made under other options is never reused, and one made under equal
+    options always is: folders are named by the stage's fingerprint (an empty arm and one spelling
+    the defaults share one)."""
     from curate.flows.ablate.grid import Arm
 
-    grid = load_grid(tiny["grid"])
-    ran: list[tuple[str, str]] = []
-
-    def run_stage(stage, opts, resume=False, quiet=False):  # every stage goes through the one runner
-        assert resume and quiet
-        ran.append((stage.name, opts.out))
-        return {}, "ran"
-
-    monkeypatch.setattr(arms, "run_stage", run_stage)
-    work, qrels = tiny["tmp"] / "keys", tiny["tmp"] / "q.tsv"
-    spelled = Arm("b", mine={"positive_top": 0, "method": "percpos"}, export={"curriculum": "none"})
-    gated = Arm("c", mine={"positive_top": 10})
-    paths = [arms.arm_records(grid, a, qrels, work) for a in (Arm("a"), spelled, gated)]
-    assert paths[0] == paths[1] != paths[2]
-    assert [name for name, _ in ran] == ["mine"] * 3 and ran[0][1] == ran[1][1] != ran[2][1]
-    exports = [arms.curate_export(grid, a, paths[0], 0, work) for a in (Arm("a"), spelled, Arm("d", export={
-        "curriculum": "ordered"}))]
-    assert exports[0] == exports[1] != exports[2]
-    assert [(name, Path(out)) for name, out in ran[3:]] == [("export", e) for e in exports]
+    monkeypatch.setenv("CURATE_CACHE_DIR", str(tiny["tmp"] / "cache"))
+    default = finished["report"]["runs"]["default"][0]["stages"]
+    spelled, _ = _cell(tiny, finished, Arm("b", mine={"k": 2, "positive_top": 0, "method": "percpos"},
+                                             export={"curriculum": "none"}))
+    assert {k: v.out.rsplit("/", 1)[1] for k, v in spelled.items()} == default
+    gated, undone = _cell(tiny, finished, Arm("c", mine={"k": 2, "positive_top": 10}))
+    assert undone == "mine" and set(gated) == {"queries"}
+    ordered, undone = _cell(tiny, finished, Arm("d", mine={"k": 2}, export={"curriculum": "ordered"}))
+    assert undone == "rows" and ordered["mine"].out.endswith(default["mine"])
 
 
-def test_filtered_sets_are_keyed_by_what_the_recipe_does(tmp_path):
-    """Two files with the same steps share a set; a parameter edited in place makes a new one."""
-    from curate.flows.ablate import arms
+def test_an_arm_renamed_in_a_grid_keeps_its_results(tiny, finished, monkeypatch):
+    monkeypatch.setenv("CURATE_CACHE_DIR", str(tiny["tmp"] / "cache"))
+    grid = tiny["tmp"] / "renamed.yaml"
+    grid.write_text(tiny["grid"].read_text().replace("  default:", "  renamed:"))
+    log: list[str] = []
+    report = run_ablate(AblateOptions(grid=str(grid), out=str(finished["out"]), say=_say(log)))
+    assert log[0].startswith("0 run(s) to do")
+    was = {r["arm"]: r["values"] for r in finished["report"]["summary"]}
+    assert {r["arm"]: r["values"] for r in report["summary"]}["renamed"] == was["default"]
+    run_ablate(AblateOptions(grid=str(tiny["grid"]), out=str(finished["out"]), report_only=True))
+
+
+def test_an_option_added_later_if_set_leaves_finished_cells_done(tiny, finished, monkeypatch):
+    """An option a stage gains later, marked ``"fingerprint": "if-set"``, names no folder anew while
+    at its default: every finished cell stays done; an arm that sets it is a new cell."""
+    import dataclasses
+
+    from curate.core.stage import STAGES
     from curate.flows.ablate.grid import Arm
 
-    grid = load_grid(REPO / "bench" / "grids" / "nfcorpus.yaml")
-    one, two = tmp_path / "one.yaml", tmp_path / "two.yaml"
-    for f in (one, two):
-        f.write_text("# a comment\nsteps:\n  - heuristics: {}\n  - teacher_rank: {positive_top: 10}\n")
-
-    def folder(path):
-        steps = arms.arm_stages(grid, Arm("x", filter=str(path)), tmp_path / "q.tsv", tmp_path / "work")
-        assert [stage.name for stage, _ in steps] == ["mine", "filter"]
-        return steps[1][1].out
-
-    from curate.flows.ablate.main import resolved
-
-    before, key = folder(one), resolved(Arm("x", filter=str(one)))
-    assert before == folder(two), "the same steps, another name: the same set"
-    assert key == resolved(Arm("y", filter=str(two))), "and the same results"
-    one.write_text("steps:\n  - heuristics: {}\n  - teacher_rank: {positive_top: 3}\n")
-    assert folder(one) != before and folder(two) == before
-    assert resolved(Arm("x", filter=str(one))) != key, "an edited recipe's results are not reused"
+    monkeypatch.setenv("CURATE_CACHE_DIR", str(tiny["tmp"] / "cache"))
+    mine = STAGES.get("mine")
+    newer = dataclasses.make_dataclass("MineOptions", [("later", int, dataclasses.field(
+        default=0, metadata={"fingerprint": "if-set"}))], bases=(mine.options,))
+    monkeypatch.setitem(STAGES._entries, "mine", dataclasses.replace(mine, options=newer))
+    report = run_ablate(AblateOptions(grid=str(tiny["grid"]), out=str(finished["out"]), report_only=True))
+    assert {r["arm"]: r["values"] for r in report["summary"]} == {
+        r["arm"]: r["values"] for r in finished["report"]["summary"]}
+    found, undone = _cell(tiny, finished, Arm("x", mine={"k": 2, "later": 1}))
+    assert undone == "mine"
 
 
-def test_results_made_before_an_option_existed_are_refiled(tmp_path):
-    import json
-
-    from curate.flows.ablate.main import refile_older_results
-
-    now = {"kind": "curate", "mine": {"method": "percpos", "anchor": "lowest"}, "export": {"curriculum": "none"}}
-    older = {"kind": "curate", "mine": {"method": "percpos"}, "export": {"curriculum": "none"}}  # no 'anchor' yet
-    other = {"kind": "curate", "mine": {"method": "naive"}, "export": {"curriculum": "none"}}  # a value differs
-    for key, options in (("old", older), ("other", other)):
-        (tmp_path / "runs" / key).mkdir(parents=True)
-        (tmp_path / "runs" / key / "seed-0.json").write_text(json.dumps({"metrics": {"ndcg@10": 0.5}, "options": options}))
-    record = {**now, "mine": {"method": "percpos", "anchor": "record"}}  # not what the old run did
-    defaults = now  # the options' defaults: anchor 'lowest' is the old behaviour
-    assert refile_older_results(tmp_path, {"new": now, "rec": record}, defaults) == 1
-    moved = json.loads((tmp_path / "runs" / "new" / "seed-0.json").read_text())
-    assert moved["options"] == now and moved["refiled_from"] == "old"
-    assert not (tmp_path / "runs" / "rec").exists()
-    assert refile_older_results(tmp_path, {"new": now, "rec": record}, defaults) == 0  # once
-
-
-def test_an_unset_negatives_per_row_under_a_level_curriculum_is_one_negative(tmp_path):
-    import json
-
-    from curate.flows.ablate.main import refile_older_results
-
-    mgh_then = {"kind": "curate", "mine": {}, "export": {"curriculum": "mgh", "negatives_per_row": None}}
-    none_then = {"kind": "curate", "mine": {}, "export": {"curriculum": "none", "negatives_per_row": None}}
-    for key, options in (("mgh-then", mgh_then), ("none-then", none_then)):
-        (tmp_path / "runs" / key).mkdir(parents=True)
-        (tmp_path / "runs" / key / "seed-0.json").write_text(json.dumps({"metrics": {}, "options": options}))
-    mgh_now = {**mgh_then, "export": {"curriculum": "mgh", "negatives_per_row": 1}}
-    none_now = {**none_then, "export": {"curriculum": "none", "negatives_per_row": 1}}
-    # mgh always gave one negative a row: the same run; none gave every negative: not the same run
-    assert refile_older_results(tmp_path, {"mgh-now": mgh_now, "none-now": none_now}, mgh_now) == 1
-    assert (tmp_path / "runs" / "mgh-now" / "seed-0.json").exists()
-    assert not (tmp_path / "runs" / "none-now").exists()
-    # auto under a level curriculum is one negative a row too: the runs made with 1 are its runs;
-    # under none it may be every negative: not the same run
-    mgh_auto = {**mgh_then, "export": {"curriculum": "mgh", "negatives_per_row": "auto"}}
-    none_auto = {**none_then, "export": {"curriculum": "none", "negatives_per_row": "auto"}}
-    assert refile_older_results(tmp_path, {"mgh-auto": mgh_auto, "none-auto": none_auto}, mgh_auto) == 1
-    assert json.loads((tmp_path / "runs" / "mgh-auto" / "seed-0.json").read_text())["options"] == mgh_auto
-    assert not (tmp_path / "runs" / "none-auto").exists()
-
-
-def test_a_run_from_before_digests_were_recorded_is_found_by_its_export(tiny, finished, tmp_path):
-    """A result without ``data_sha256`` is matched through the export folder its options name, but
-    only when its files are older than the result: files written since may hold other bytes."""
-    import os
+def test_a_grid_run_before_cells_were_stages_shows_its_table(tmp_path):
+    """The one-release reader: a shipped grid's finished results in the old layout
+    (``grid-KEY/runs/KEY/seed-S.json``, issue 53's NQ-UTD grid) are the new table, nothing trained."""
     import shutil
 
-    from curate.flows.ablate import arms as data
-    from curate.flows.ablate.main import same_data_run
-
-    here = finished["report"]
-    work = Path(here["work"])  # in place: export folders are keyed by where their records are
-    shutil.copytree(work / "runs", tmp_path / "runs")
-    grid = load_grid(str(tiny["grid"]))
-    qrels = next((work / "queries").glob("*.tsv"))
-    keep = work / "runs" / here["arms"]["default"]["key"] / "seed-0.json"
-    made = here["runs"]["default"][0]["training"]["data_sha256"]
-    arm = next(a for a in grid.arms if a.name == "default")
-    files = data.train_files(data.export_folder(grid, arm, data.records_path(grid, arm, qrels, work), 0, work))
-    assert files
-    stamps = {f: Path(f).stat().st_mtime for f in files}
-    try:
-        for path in (work / "runs").glob("*/seed-0.json"):  # as results were written before this change
-            if path != keep:
-                path.unlink()
-                continue
-            result = json.loads(path.read_text())
-            result["training"].pop("data_sha256")
-            path.write_text(json.dumps(result))
-        found = same_data_run(grid, work, qrels, 0, made)
-        assert found is not None and found["key"] == keep.parent.name and found["arm"] == "default"
-        assert same_data_run(grid, work, qrels, 1, made) is None  # another seed is another training
-        assert same_data_run(grid, work, qrels, 0, "0" * 16) is None
-        later = keep.stat().st_mtime + 60
-        os.utime(files[0], (later, later))  # as if the export had been written after the result
-        assert same_data_run(grid, work, qrels, 0, made) is None
-    finally:
-        for f, stamp in stamps.items():
-            os.utime(f, (stamp, stamp))
-        shutil.rmtree(work / "runs")
-        shutil.copytree(tmp_path / "runs", work / "runs")
+    shutil.copytree(Path(__file__).parent / "data" / "ablate-legacy", tmp_path / "out")
+    old = json.loads((tmp_path / "out" / "ablate_report.json").read_text())
+    log: list[str] = []
+    grid = REPO / "bench" / "grids" / "nq-utd-combined-loss.yaml"
+    report = run_ablate(AblateOptions(grid=str(grid), out=str(tmp_path / "out"), say=_say(log)))
+    assert log[0].startswith("0 run(s) to do")
+    strip = ("title",)
+    assert [{k: v for k, v in r.items() if k not in strip} for r in report["summary"]] == old["summary"]
+    assert all(r["legacy"] for runs in report["runs"].values() for r in runs)
+    again = run_ablate(AblateOptions(grid=str(grid), out=str(tmp_path / "out"), report_only=True))
+    assert again["summary"] == report["summary"]  # the old report is kept beside its runs
 
 
 TRAIN_GRID = """\
@@ -398,13 +349,12 @@ arms:
 """
 
 
+@pytest.mark.bench
 def test_losses_train_on_the_exports_teacher_scores(tiny, monkeypatch):
     """One export trained five ways: each arm trains with its own loss (the distillation ones on the
     export's ``label`` column, the teacher's scores), none is taken for another's run though all
     read the same bytes, and each model is evaluated; the combined loss is the sum of its parts."""
     import pyarrow.parquet as pq
-
-    from curate.flows.ablate import arms as data
 
     monkeypatch.setenv("CURATE_CACHE_DIR", str(tiny["tmp"] / "cache"))
     grid = tiny["tmp"] / "losses.yaml"
@@ -415,7 +365,7 @@ def test_losses_train_on_the_exports_teacher_scores(tiny, monkeypatch):
         "contrastive": "mnrl", "kl": "distill-kl", "margins": "margin-mse", "masked": "masked",
         "both": "mnrl+distill-kl"}
     assert len({r["training"]["data_sha256"] for r in runs.values()}) == 1  # one export
-    assert not any("same_data_as" in r for r in runs.values())  # ... trained five times
+    assert len({r["stages"]["fit"] for r in runs.values()}) == 5  # ... trained five times
     first = {a: r["training"]["first_loss"] for a, r in runs.items()}
     assert len(set(first.values())) == 5
     # the same seed, rows and first forward pass: the combined loss starts at the contrastive loss
@@ -424,8 +374,7 @@ def test_losses_train_on_the_exports_teacher_scores(tiny, monkeypatch):
     assert first["both"] == pytest.approx(first["contrastive"] + first["kl"] / 0.05 ** 2, rel=2e-3)
     assert all(r["training"]["steps"] == 2 and r["metrics"]["ndcg@10"] > 0 for r in runs.values())
     # the rows they read carry the teacher's scores, the positive's first, one per text
-    work = Path(report["work"])
-    (export,) = {p.parent for p in work.glob("exports/*/data/train-*.parquet")}
+    (export,) = {p.parent for p in (tiny["tmp"] / "losses-out").glob("export/*/data/train-*.parquet")}
     table = pq.read_table(next(export.glob("train-*.parquet"))).to_pylist()
     negatives = sorted(c for c in table[0] if c.startswith("negative_"))
     assert negatives and all(len(r["label"]) == 1 + len(negatives) for r in table)

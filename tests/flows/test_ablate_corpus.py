@@ -82,25 +82,27 @@ def test_corpus_arms_train_from_documents_alone(folder, monkeypatch):
     assert again["summary"] == report["summary"]
     assert report["arms"]["llm"]["generate"]["passages"] == 6
 
-    work = Path(report["work"])
+    work = Path(report["out"])
     assert not (work / "queries").exists(), "no training qrels read or written"
     # each corpus arm's first stage: generate for the LLM arm, extract for the titles one; the
     # extracted folder holds the same files but is never taken for a finished generate run
-    from curate.flows.ablate import arms
+    from curate.flows.ablate.arms import cell_steps
+    from curate.flows.ablate.cells import walk
     from curate.flows.ablate.grid import load_grid
     from curate.generate.stage import STAGE as GENERATE, GenerateOptions
     from curate.mine.main import STAGE as MINE
 
     g = load_grid(grid)
-    first = {a.name: arms.arm_stages(g, a, None, work)[0] for a in g.arms if a.generate is not None}
+    first = {a.name: (cell_steps(g, a, 0, work)[0].stage, walk(cell_steps(g, a, 0, work), work)[0]["source"])
+             for a in g.arms if a.generate is not None}
     assert {a: stage.name for a, (stage, _) in first.items()} == {"titles": "extract", "llm": "generate"}
     assert all(is_done(stage, opts) for stage, opts in first.values())
     assert not is_done(GENERATE, GenerateOptions(out=first["titles"][1].out, corpus=str(beir), n=12))
-    passages = {json.loads(line)["_id"] for f in (work / "generated").iterdir()
+    passages = {json.loads(line)["_id"] for f in [*(work / "generate").iterdir(), *(work / "extract").iterdir()]
                 for line in GENERATE.path(f, "corpus").read_text().splitlines()}
     titles = {json.loads(line)["_id"]: json.loads(line).get("title", "") for line in
               (beir / "corpus.jsonl").read_text().splitlines()}
-    mined = {f.name: read_records(MINE.path(f)) for f in (work / "mined").iterdir()}
+    mined = {f.name: read_records(MINE.path(f)) for f in (work / "mine").iterdir()}
     assert len(mined) == 2
     for records in mined.values():
         assert records

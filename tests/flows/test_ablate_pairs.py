@@ -64,17 +64,21 @@ def test_llm_negatives_mined_ones_and_both_train_on_the_same_pairs(folder, monke
     assert set(rows) == {"mined", "llm", "both"} and all(rows[a]["values"] for a in rows)
     assert report["arms"]["llm"]["mined"] is False and report["arms"]["both"]["mined"] is True
 
-    from curate.flows.ablate import arms
+    from curate.flows.ablate.arms import cell_steps
+    from curate.flows.ablate.cells import records_of, walk
     from curate.flows.ablate.grid import load_grid
 
     g = load_grid(grid)
-    work = Path(report["work"])
-    qrels = arms.training_qrels(g, work)
-    by_arm = {a.name: read_records(arms.records_path(g, a, qrels, work)) for a in g.arms}
-    stages = {a.name: [s.name for s, _ in arms.arm_stages(g, a, qrels, work)] for a in g.arms}
+    work = Path(report["out"])
+    cells = {a.name: cell_steps(g, a, 0, work) for a in g.arms}
+    found = {name: walk(steps, work)[0] for name, steps in cells.items()}
+    qrels = Path(found["mined"]["queries"].out) / "qrels.tsv"
+    by_arm = {name: read_records(records_of(steps, found[name])) for name, steps in cells.items()}
+    stages = {name: [s.stage.name for s in steps if s.label in ("source", "filter", "mine")]
+              for name, steps in cells.items()}
     assert stages == {"mined": ["mine"], "llm": ["generate"], "both": ["generate", "mine"]}
     # the pairs generate read are the training queries, each with its one shown positive
-    view = Path(arms.arm_stages(g, g.arms[1], qrels, work)[0][1].pairs)
+    view = Path(found["llm"]["source"].pairs)
     assert read_qrels(view / "qrels" / "train.tsv") == read_qrels(qrels)
     shown = read_qrels(qrels)
     assert sorted(shown) == sorted(tq) and all(len(d) == 1 for d in shown.values())

@@ -105,14 +105,17 @@ def test_the_training_options_reach_the_loss(student):
     assert (plain.teacher_temperature, plain.distill_weight) == (0.05, 1.0)  # the student's temperature, equal parts
 
 
-def test_an_ablation_never_takes_a_result_made_before_the_scored_losses_changed():
-    """The combined loss and the label targets changed what a scored arm trains: such an arm's key
-    carries the revision, so a grid's older result for it is not taken as this arm's (a contrastive
-    arm, whose rows ignore `label`, keeps its key)."""
-    from curate.flows.ablate.grid import Arm
-    from curate.flows.ablate.main import resolved
-    from curate.train.fit import SCORED, SCORED_REVISION
+def test_an_ablation_never_takes_a_result_made_before_the_scored_losses_changed(tmp_path):
+    """The combined loss and the label targets changed what a scored arm trains: such an arm's fit
+    carries the revision in its fingerprint, so a fit made before is not taken as this arm's (a
+    contrastive arm, whose rows ignore `label`, keeps its fingerprint)."""
+    from curate.core.stage import STAGES, fingerprint
+    from curate.train.fit import SCORED, SCORED_REVISION, Training
 
+    FIT = STAGES.get("fit")
     for loss in SCORED:
-        assert resolved(Arm("a", train={"loss": loss}))["train"] == {"loss": loss, "revision": SCORED_REVISION}
-    assert "train" not in resolved(Arm("b")) and resolved(Arm("c", train={"loss": "masked"}))["train"] == {"loss": "masked"}
+        assert Training(loss=loss).changed() == {"loss": loss, "revision": SCORED_REVISION}
+        then = FIT.options(rows=str(tmp_path), out="", training={"loss": loss})
+        now = FIT.options(rows=str(tmp_path), out="", training=Training(loss=loss).changed())
+        assert fingerprint(FIT, then) != fingerprint(FIT, now)
+    assert Training().changed() == {} and Training(loss="masked").changed() == {"loss": "masked"}

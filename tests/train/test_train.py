@@ -63,8 +63,8 @@ def test_train_killed_mid_run_finishes_on_the_same_command_then_is_done(exported
     for side in ("before", "after"):
         assert set(ev[side]) == {"ndcg@10", "recall@100", "mrr@10"} and 0 < ev[side]["ndcg@10"] <= 1
     assert ev["before"] != ev["after"], "the trained model is another model"
-    assert (out / "model" / "config_sentence_transformers.json").exists()
-    card = (out / "model" / "README.md").read_text(encoding="utf-8")  # the model carries its number
+    assert (out / report["model"] / "config_sentence_transformers.json").exists()  # the fit stage's, inside
+    card = (out / report["model"] / "README.md").read_text(encoding="utf-8")  # the model carries its number
     assert "## Evaluation by curate train" in card
     assert f"| {ev['before']['ndcg@10']:.4f} | {ev['after']['ndcg@10']:.4f} |" in card
     assert "NDCG@10" in proc.stderr and "->" in proc.stderr

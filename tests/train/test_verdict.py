@@ -108,4 +108,4 @@ def test_train_prints_every_evaluation_with_its_size_and_verdict(exported, tmp_p
     row = _funnel_row("train", "ran", STAGE.funnel(report, run / "train"))  # the report page's train row
     cells = {c["label"]: c["value"] for c in row["cells"]}
     assert cells["held-out queries"] == 3 and cells["verdict"] == held["verdict"]
-    assert "too few queries to say (3)" in (run / "train" / "model" / "README.md").read_text(encoding="utf-8")
+    assert "too few queries to say (3)" in (run / "train" / "fit" / "model" / "README.md").read_text(encoding="utf-8")
