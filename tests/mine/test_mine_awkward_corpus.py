@@ -94,12 +94,18 @@ def test_blank_whitespace_and_duplicate_documents_change_nothing(base, cached_te
         ["  3 corpus documents with no text left out of the pool"]
 
 
-def test_a_document_that_is_a_query_is_never_its_negative(base, cached_teacher, tmp_path):
+@pytest.mark.parametrize("scores", ["teacher", "hybrid"])
+def test_a_document_that_is_a_query_is_never_its_negative(base, cached_teacher, tmp_path, scores):
+    """Through the teacher's pool and the hybrid's candidate pool alike (``hybrid_scores``' left-out
+    set): the same negatives, never the echo."""
     _, query = _first_docs(base)
-    plain_recs, _ = _mine(base, tmp_path / "plain", cached_teacher, "teacher")
+    plain_recs, _ = _mine(base, tmp_path / "plain", cached_teacher, scores)
     echo_recs, _ = _mine(_variant(base, tmp_path / "echo", [{"_id": "echo", "text": query}]),
-                         tmp_path / "echo-out", cached_teacher, "teacher")
-    assert [_negatives(r) for r in echo_recs] == [_negatives(r) for r in plain_recs]
+                         tmp_path / "echo-out", cached_teacher, scores)
+    if scores == "teacher":
+        assert [_negatives(r) for r in echo_recs] == [_negatives(r) for r in plain_recs]
+    else:  # the echo is a real document: BM25's statistics (IDF, mean length) count it, so scores move a little
+        assert [[d for d, _ in _negatives(r)] for r in echo_recs] == [[d for d, _ in _negatives(r)] for r in plain_recs]
     echoed = next(r for r in echo_recs if r["query"] == query)
     assert "echo" not in {n["doc_id"] for n in echoed["negatives"]}
 
@@ -137,6 +143,12 @@ def test_a_run_whose_negatives_all_come_from_the_bottom_says_so(base, tmp_path):
     assert ranks["far_below_positive"] > ranks["queries"] / 2
     warning = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("warning:")]
     assert len(warning) == 1 and f"{ranks['far_below_positive']} of {ranks['queries']} queries" in warning[0]
+    # the report page a person opens says it too, beside the ranks
+    from curate.report.page import write_report
+
+    page = write_report(tmp_path / "out").read_text(encoding="utf-8")
+    assert f"{ranks['far_below_positive']} of {ranks['queries']} queries keep negatives more than" in page
+    assert "kept negatives rank" in page or "negatives&#39; ranks" in page or "negatives' ranks" in page
 
 
 def test_blank_documents_through_the_cli(base, tmp_path):
@@ -154,3 +166,31 @@ def test_blank_documents_through_the_cli(base, tmp_path):
         assert {"b1", "b2"}.isdisjoint({n["doc_id"] for n in rec["negatives"]})
         # the thresholds' anchor is one of the query's own positives, not a blank document's score
         assert rec["teacher"]["positive"] == pytest.approx(min(rec["teacher"]["positives"]))
+
+
+def test_blank_documents_change_nothing_when_pairs_meet_a_corpus_file(base, cached_teacher, tmp_path):
+    """The other way into mine (``--pairs`` with ``--corpus``, ``Corpus.from_file``): the same
+    negatives, positive scores and ranks with blank and whitespace-only lines in the corpus file."""
+    corpus = {d["_id"]: d for d in read_jsonl(base / "corpus.jsonl")}
+    queries = {q["_id"]: q["text"] for q in read_jsonl(base / "queries.jsonl")}
+    evidence = {}
+    for line in (base / "qrels" / "train.tsv").read_text().splitlines()[1:]:
+        q, d, _ = line.split("\t")
+        evidence.setdefault(q, (corpus[d].get("title", "") + " " + corpus[d]["text"]).strip())
+    pairs = write_jsonl(tmp_path / "pairs.jsonl", ({"query": queries[q], "positive": text} for q, text in evidence.items()))
+    plain = _variant(base, tmp_path / "plain", [])
+    odd = _variant(base, tmp_path / "odd", [{"_id": "b1", "text": ""}, {"_id": "b2", "title": " ", "text": "\n "}])
+
+    def mined(folder: Path, out: str) -> tuple[list[dict], dict]:
+        report = run_mine(MineOptions(pairs=str(pairs), corpus=str(folder / "corpus.jsonl"), out=str(tmp_path / out),
+                                      plots=False), teachers=[cached_teacher])
+        return list(read_jsonl(tmp_path / out / "mined.jsonl")), report
+
+    plain_recs, _ = mined(plain, "plain-out")
+    odd_recs, odd_report = mined(odd, "odd-out")
+    assert plain_recs and len(odd_recs) == len(plain_recs)
+    assert odd_report["corpus"]["blank_documents_left_out"] == 2
+    for a, b in zip(plain_recs, odd_recs):
+        assert _negatives(b) == _negatives(a), f"query {a['query']!r} mined other negatives"
+        assert b["teacher"]["positive"] == pytest.approx(a["teacher"]["positive"], abs=1e-6)
+        assert [n["mine_rank"] for n in b["negatives"]] == [n["mine_rank"] for n in a["negatives"]]
