@@ -120,7 +120,8 @@ def kill_case(tmp_path_factory):
     return tmp, recs, reference, steps
 
 
-@pytest.mark.parametrize("before", ["nothing", pytest.param("an earlier export", marks=pytest.mark.bench)])
+@pytest.mark.bench
+@pytest.mark.parametrize("before", ["nothing", "an earlier export"])
 def test_export_killed_at_every_step_of_its_swap_is_finished_by_the_next_run(kill_case, before):
     """Every kill point between two renames: the next export (same command) ends with the
     same files as an export never killed; a different export after a kill is not refused."""

@@ -37,6 +37,9 @@ steps:
 """
 
 
+pytestmark = pytest.mark.bench
+
+
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("scifact")

@@ -58,6 +58,7 @@ def folder(tmp_path_factory):
     return tmp, beir
 
 
+@pytest.mark.bench
 def test_corpus_arms_train_from_documents_alone(folder, monkeypatch):
     tmp, beir = folder
     monkeypatch.setenv("CURATE_CACHE_DIR", str(tmp / "cache"))

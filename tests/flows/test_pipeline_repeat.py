@@ -10,6 +10,8 @@ from __future__ import annotations
 import random
 import threading
 import time
+
+import pytest
 from pathlib import Path
 
 from tests.fake_llm_server import fake_llm_server
@@ -49,6 +51,7 @@ def _export_files(run: Path) -> dict[str, bytes]:
             and not p.name.startswith(".curate")}
 
 
+@pytest.mark.bench
 def test_two_runs_of_one_command_export_the_same_bytes(tmp_path):
     docs = tmp_path / "abstracts.jsonl"
     with open(SHARED_DATA / "scifact" / "corpus.jsonl", encoding="utf-8") as fh:

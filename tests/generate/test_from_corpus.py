@@ -159,6 +159,7 @@ def test_bundled_model_on_two_scifact_passages(tmp_path):
         print(f"{r.positive_id}: {r.query!r}")
 
 
+@pytest.mark.bench
 def test_multihop_bundles_are_nearest_passages_and_all_positives(tmp_path, teacher):
     """--task from-corpus-multihop: each item shows the sampled passage and its nearest
     neighbours by the teacher (2 or 3 in all), the record keeps every one as a labelled

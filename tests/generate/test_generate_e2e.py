@@ -95,6 +95,7 @@ def test_brainstorm_gives_distinct_tasks(tmp_path):
     assert read_jsonl(out / "tasks" / "long-short.jsonl") == tasks
 
 
+@pytest.mark.bench
 def test_killed_run_resumes_without_loss_or_duplicates(tmp_path):
     out = tmp_path / "resume"
     cmd = [sys.executable, "-m", "curate", "generate", "--task", "sts", "-n", "6", "--out", str(out), *SHORT]

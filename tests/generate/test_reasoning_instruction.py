@@ -273,6 +273,7 @@ def test_bundled_model_writes_valid_records(bundled_alone, family):
     _check_bundled(bundled_alone, family, None)
 
 
+@pytest.mark.bench
 @pytest.mark.e2e
 @pytest.mark.parametrize("family", FAMILIES)
 def test_bundled_model_from_corpus(tmp_path, family):

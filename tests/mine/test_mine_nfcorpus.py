@@ -51,6 +51,7 @@ def _fn_by_hand(records, corpus, qrels):
     return negs, fns
 
 
+@pytest.mark.bench
 def test_false_negative_rate_against_held_out_qrels(nfc):
     qrels_file = nfc["beir"] / "qrels" / "test.tsv"
     naive = run_mine(MineOptions(positive_top=0, out=str(nfc["tmp"] / "naive"), data=str(nfc["beir"]), split="test",

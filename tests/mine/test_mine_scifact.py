@@ -97,6 +97,7 @@ def _same(ours, theirs) -> int:
     return tied
 
 
+@pytest.mark.bench
 def test_naive_top_k_equals_sentence_transformers(scifact):
     out = scifact["tmp"] / "naive"
     report = run_mine(MineOptions(positive_top=0, out=str(out), pairs=str(scifact["tmp"] / "pairs.jsonl"),
