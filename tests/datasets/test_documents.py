@@ -505,3 +505,18 @@ def test_a_lone_surrogate_in_a_jsonl_id_is_escaped_not_a_crash(tmp_path):
     ids = [p.id for p in read_documents(path).passages]
     assert ids == ["a%ED%A0%80b#0", "c%FFd#0"]  # U+DCFF is how os spells the byte 0xFF
     assert all(i.encode("utf-8") for i in ids), "every id can be written as UTF-8"
+
+
+def test_blank_and_whitespace_only_entries_give_no_passage(tmp_path):
+    """Issue 52's pattern upstream of holdout: the documents reader is what generate's corpus, and
+    so holdout's, is made from; a blank or whitespace-only entry is named as skipped, never a passage
+    (one would otherwise be held out, or bar other blank passages as near-duplicates of it)."""
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("\n".join(json.dumps(e) for e in [
+        {"_id": "a", "title": "T", "text": "Real text about glaciers and ice."},
+        {"_id": "b", "title": "", "text": ""},
+        {"_id": "c", "title": " ", "text": "  \n\t "},
+        {"_id": "d", "title": "U", "text": "Another passage on volcanoes."}]) + "\n", encoding="utf-8")
+    docs = read_documents(corpus)
+    assert [p.id for p in docs.passages] == ["a#0", "d#0"]
+    assert [(s.path, s.reason) for s in docs.skipped] == [("corpus.jsonl:2", "empty"), ("corpus.jsonl:3", "empty")]

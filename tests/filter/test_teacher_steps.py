@@ -190,6 +190,22 @@ def test_annotation_matches_brute_force(world, tmp_path):
             assert t["margin"] == pytest.approx(t["positive"] - max(n.teacher_score for n in rec.negatives))
 
 
+def test_blank_corpus_texts_change_no_rank_or_score(world, tmp_path):
+    """Issue 52's pattern in filter's own pool: blank and whitespace-only documents in the corpus
+    are no candidates, so every rank, score and margin is what the corpus without them gives."""
+    w = world
+    plain = copy.deepcopy(w.records)
+    ensure_teacher_scores(plain, FilterContext(out_dir=tmp_path, teacher_factory=lambda: w.teacher,
+                                               corpus=list(w.pool)))
+    odd = copy.deepcopy(w.records)
+    ensure_teacher_scores(odd, FilterContext(out_dir=tmp_path, teacher_factory=lambda: w.teacher,
+                                             corpus=["", *w.pool[:5], " \n\t ", *w.pool[5:], ""]))
+    for a, b in zip(plain, odd):
+        assert b.teacher.to_dict() == a.teacher.to_dict()
+        assert [(n.teacher_rank, n.teacher_score) for n in b.negatives] == \
+            [(n.teacher_rank, n.teacher_score) for n in a.negatives]
+
+
 def test_annotation_is_skipped_when_present(world, tmp_path):
     w = world
     recs = copy.deepcopy(w.records)
