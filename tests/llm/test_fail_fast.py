@@ -101,24 +101,17 @@ def test_a_refused_key_stops_at_once_in_one_masked_line_and_a_good_key_resumes(t
     assert len(read_jsonl(out / "generated.jsonl")) == n  # the items left to do were asked with the good key
 
 
-def test_a_forbidden_key_is_not_retried_and_stops_the_queue(tmp_path):
-    """403: the key is known but may not use this model; no retry can change that."""
+@pytest.mark.parametrize("status, needle", [
+    (403, "the server refused the key"),  # the key is known but may not use this model
+    (404, "no such model or path"),
+])
+def test_a_status_no_retry_can_change_is_not_retried_and_stops_the_queue(tmp_path, status, needle):
     n = 4
     with fake_llm_server() as srv:
-        proc = _generate(srv.base_url, tmp_path / "out", _tasks(tmp_path / "t.jsonl", ["FAULTS[403]"] * n), n,
+        proc = _generate(srv.base_url, tmp_path / "out", _tasks(tmp_path / "t.jsonl", [f"FAULTS[{status}]"] * n), n,
                          "--max-retries", "3", "--concurrency", "2")
         sent = len(srv.chat_requests)
-    _error_line(proc, "the server refused the key", srv.base_url, "http-403")
-    assert sent == 1, sent
-
-
-def test_a_missing_model_or_path_is_not_retried_and_stops_the_queue(tmp_path):
-    n = 5
-    with fake_llm_server() as srv:
-        proc = _generate(srv.base_url, tmp_path / "out", _tasks(tmp_path / "t.jsonl", ["FAULTS[404]"] * n), n,
-                         "--max-retries", "3", "--concurrency", "2")
-        sent = len(srv.chat_requests)
-    _error_line(proc, "no such model or path", srv.base_url, "http-404")
+    _error_line(proc, needle, srv.base_url, f"http-{status}")
     assert sent == 1, sent
 
 

@@ -70,6 +70,17 @@ def _first_docs(base: Path) -> tuple[dict, str]:
     return corpus[5], query
 
 
+def _evidence(base: Path) -> list[tuple[str, str]]:
+    """Each train query of the slice with the text of its first labelled document."""
+    corpus = {d["_id"]: d for d in read_jsonl(base / "corpus.jsonl")}
+    queries = {q["_id"]: q["text"] for q in read_jsonl(base / "queries.jsonl")}
+    evidence: dict[str, str] = {}
+    for line in (base / "qrels" / "train.tsv").read_text().splitlines()[1:]:
+        q, d, _ = line.split("\t")
+        evidence.setdefault(q, (corpus[d].get("title", "") + " " + corpus[d]["text"]).strip())
+    return [(queries[q], text) for q, text in evidence.items()]
+
+
 @pytest.mark.parametrize("scores", ["teacher", "hybrid"])
 def test_blank_whitespace_and_duplicate_documents_change_nothing(base, cached_teacher, tmp_path, scores):
     some_doc, _ = _first_docs(base)
@@ -126,15 +137,9 @@ def test_a_run_whose_negatives_all_come_from_the_bottom_says_so(base, tmp_path):
     the lowest positive every threshold is anchored at, so only documents scoring below it pass,
     from the bottom of the ranking, while the record's own positive ranks near the top. Through
     the CLI: exit 0 (nothing is wrong with the input's form), and one warning line."""
-    corpus = {d["_id"]: d for d in read_jsonl(base / "corpus.jsonl")}
-    queries = {q["_id"]: q["text"] for q in read_jsonl(base / "queries.jsonl")}
-    evidence = {}
-    for line in (base / "qrels" / "train.tsv").read_text().splitlines()[1:]:
-        q, d, _ = line.split("\t")
-        evidence.setdefault(q, (corpus[d].get("title", "") + " " + corpus[d]["text"]).strip())
     pairs = write_jsonl(tmp_path / "pairs.jsonl", (
-        {"query": queries[q], "positive": [text, f"Opening hours of the harbour ferry on public holiday {i}."]}
-        for i, (q, text) in enumerate(evidence.items())))
+        {"query": query, "positive": [text, f"Opening hours of the harbour ferry on public holiday {i}."]}
+        for i, (query, text) in enumerate(_evidence(base))))
     proc = run_curate("mine", "--pairs", str(pairs), "--corpus", str(base / "corpus.jsonl"),
                       "--out", str(tmp_path / "out"))
     assert proc.returncode == 0, proc.stderr
@@ -171,13 +176,7 @@ def test_blank_documents_through_the_cli(base, tmp_path):
 def test_blank_documents_change_nothing_when_pairs_meet_a_corpus_file(base, cached_teacher, tmp_path):
     """The other way into mine (``--pairs`` with ``--corpus``, ``Corpus.from_file``): the same
     negatives, positive scores and ranks with blank and whitespace-only lines in the corpus file."""
-    corpus = {d["_id"]: d for d in read_jsonl(base / "corpus.jsonl")}
-    queries = {q["_id"]: q["text"] for q in read_jsonl(base / "queries.jsonl")}
-    evidence = {}
-    for line in (base / "qrels" / "train.tsv").read_text().splitlines()[1:]:
-        q, d, _ = line.split("\t")
-        evidence.setdefault(q, (corpus[d].get("title", "") + " " + corpus[d]["text"]).strip())
-    pairs = write_jsonl(tmp_path / "pairs.jsonl", ({"query": queries[q], "positive": text} for q, text in evidence.items()))
+    pairs = write_jsonl(tmp_path / "pairs.jsonl", ({"query": query, "positive": text} for query, text in _evidence(base)))
     plain = _variant(base, tmp_path / "plain", [])
     odd = _variant(base, tmp_path / "odd", [{"_id": "b1", "text": ""}, {"_id": "b2", "title": " ", "text": "\n "}])
 
