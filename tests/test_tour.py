@@ -57,7 +57,9 @@ def test_getting_started_shows_the_readme_tour_line_for_line():
 
 
 def test_the_readme_tour_runs_as_written(demo, tmp_path):
-    from curate.llm.embedded import answer_token_cap, fit_to_bundled
+    from types import SimpleNamespace
+
+    from curate.llm.embedded import BUNDLED_ALIAS, answer_token_cap
     from curate.llm.taskspec import load_spec
 
     lines = tour()
@@ -96,7 +98,8 @@ def test_the_readme_tour_runs_as_written(demo, tmp_path):
     step = load_spec(args[args.index("--task") + 1]).generate
     if "--max-chars" in args:
         step = step.with_max_chars(int(args[args.index("--max-chars") + 1]))
-    schema, params = fit_to_bundled(step.schema, step.params)
+    bundled = SimpleNamespace(cfg=SimpleNamespace(model=BUNDLED_ALIAS))  # what generate's requests went to
+    schema, params = step.task(args[args.index("--task") + 1], parse=dict).request(bundled)
     cap = params["max_tokens"]
     assert cap == answer_token_cap(schema) < 1000
     for rec in generated:

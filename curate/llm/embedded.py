@@ -44,17 +44,10 @@ def is_bundled(backend: Any) -> bool:
     return getattr(getattr(backend, "cfg", None), "model", None) == BUNDLED_ALIAS
 
 
-def fit_to_bundled(schema: dict[str, Any], params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The request a task sends the bundled model: the answer schema with every free string held
-    to ``BUNDLED_MAX_CHARS``, and ``max_tokens`` no more than the longest answer that schema
-    allows (``answer_token_cap``). The server turns the schema into a grammar, so generation
-    stops when the JSON object closes and no string can ramble on towards the cap."""
-    fitted = bundled_schema(schema)
-    return fitted, capped_params(params, answer_token_cap(fitted))
-
-
 def bundled_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """``schema`` with every free string held to ``BUNDLED_MAX_CHARS`` characters."""
+    """``schema`` with every free string held to ``BUNDLED_MAX_CHARS`` characters: the server turns
+    it into a grammar, so generation stops when the JSON object closes and no string rambles on;
+    ``answer_token_cap`` of it bounds ``max_tokens`` (``LLMTask.request``)."""
     from curate.llm.taskspec import clamp_strings
 
     return clamp_strings(schema, BUNDLED_MAX_CHARS)
