@@ -137,7 +137,8 @@ def plan_queue(queue: Sequence[tuple[int, Item]], specs: Sequence[TaskSpec], ask
     tasks = [example_task(spec, asking.prompt_dirs, asking.max_chars) for spec in specs]
     prompts = [prompt_text(tasks[k].prompt(item_variables(specs[k], item, asking.overrides)).messages)
                for k, item in sample(queue)]
-    completion = most_tokens([tasks[k].request(client)[1].get("max_tokens") for k, _ in queue])
+    asked = [task.request(client)[1].get("max_tokens") for task in tasks]  # once a family, not once an item
+    completion = most_tokens([asked[k] for k, _ in queue])
     from curate.core.hashing import value_digest
 
     cfg = client.cfg  # the servers' pace is kept by model, servers and slots, hashed (a URL may hold a secret)
