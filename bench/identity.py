@@ -284,7 +284,6 @@ EXCLUDE = [
     ("run.json", "run metadata: start time, seconds, versions"),
     ("*report*.json", "report: timings, counts, absolute paths"),
     ("summary.json", "run summary: timings"),
-    ("brainstorm_summary.json", "run summary: timings"),
     ("convert_summary.json", "run summary: timings"),
     ("pipeline.json", "pipeline funnel: timings"),
     ("funnel*.json", "pipeline funnel: timings"),

@@ -10,7 +10,7 @@ from curate.cli.options import Command, from_options, options_from
 @click.command(cls=Command)
 @options_from("curate.generate.stage:BrainstormOptions", required=("tasks",))
 def brainstorm(**kw) -> None:
-    """Brainstorm distinct task descriptions into OUT/tasks/FAMILY.jsonl (inspect or edit them there)."""
+    """Brainstorm distinct task descriptions into OUT/tasks/FAMILY/tasks.jsonl (inspect or edit them there)."""
     from curate.generate.stage import StageOptions, brainstorm_stage
 
     brainstorm_stage(from_options(StageOptions, kw), kw["n"])

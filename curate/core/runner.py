@@ -21,9 +21,9 @@ No stage opens a run itself. What that buys, the same for every stage:
   input that another stage's run beside this one made is also named by its path from the run
   folder (``run_path``), so a reader can check it is still the product this run was made from.
 
-Stages that resume by appending (generate) run with ``staged=False``: they get the lock and
-``run.json``, and write into ``OUT`` itself. ``folder_lock`` is the lock alone, for a step that
-writes into another stage's folder (brainstorm, into generate's ``tasks/``).
+Stages that resume by appending (generate, brainstorm) run with ``staged=False``: they get the
+lock and ``run.json``, and write into ``OUT`` itself. ``folder_lock`` is the lock alone, which
+the stage runner takes to keep a replaced run.
 """
 
 from __future__ import annotations

@@ -191,10 +191,23 @@ def stage_report(folder: str | Path) -> tuple[str | None, dict[str, Any] | None]
     return stage, report_of(folder)
 
 
-def fingerprint(stage: Stage, opts: Any) -> str:
+Hashed = dict[str, tuple[str | None, int]]  # input path -> (SHA-256, bytes): each input hashed once
+
+
+def fingerprint(stage: Stage, opts: Any, hashed: Hashed | None = None) -> str:
     """What makes a run of ``stage`` with ``opts`` the same run: its data-changing options and
-    the bytes of what it reads."""
-    return value_digest(_identity(stage, opts))
+    the bytes of what it reads (``hashed``: inputs hashed already, filled with the rest)."""
+    return value_digest(_identity(stage, opts, digest=_digester({} if hashed is None else hashed)))
+
+
+def _digester(hashed: Hashed) -> Callable[[Any], str | None]:
+    """A file digest that hashes each path once, keeping (SHA-256, bytes) in ``hashed``."""
+    def digest(path: Any) -> str | None:
+        if str(path) not in hashed:
+            hashed[str(path)] = tree_digest(path)
+        return hashed[str(path)][0]
+
+    return digest
 
 
 def _identity(stage: Stage, opts: Any, also: list[Any] | None = None,
@@ -215,12 +228,15 @@ def _identity(stage: Stage, opts: Any, also: list[Any] | None = None,
 FOLDER_KEY = 12  # characters of a fingerprint that name a placed folder
 
 
-def placed(stage: Stage, opts: Any, root: str | Path) -> Any:
+def placed(stage: Stage, opts: Any, root: str | Path, hashed: Hashed | None = None) -> Any:
     """``opts`` with ``out`` set to ``root/<stage>/<fingerprint:12>``: the one place a folder is
     named by what it holds, so runs with equal options and inputs share a folder (two arms of
     a grid, a renamed arm) and a changed option gets a new folder instead of replacing a
-    finished result. Call it once the stage's inputs exist: their bytes are in the name."""
-    return dataclasses.replace(opts, out=str(Path(root) / stage.name / fingerprint(stage, opts)[:FOLDER_KEY]))
+    finished result. Call it once the stage's inputs exist: their bytes are in the name.
+    ``hashed``: filled with the inputs' digests, for ``is_done`` and ``run_stage`` to reuse
+    (hand it on only while the inputs stay as they are)."""
+    key = fingerprint(stage, opts, hashed)
+    return dataclasses.replace(opts, out=str(Path(root) / stage.name / key[:FOLDER_KEY]))
 
 
 def finished_marker(folder: str | Path) -> dict[str, Any] | None:
@@ -230,10 +246,10 @@ def finished_marker(folder: str | Path) -> dict[str, Any] | None:
     return marker if marker and marker.get("report") == file_digest(Path(folder) / REPORT) else None
 
 
-def is_done(stage: Stage, opts: Any, key: str | None = None) -> bool:
+def is_done(stage: Stage, opts: Any, key: str | None = None, hashed: Hashed | None = None) -> bool:
     marker = finished_marker(opts.out)
     return (marker is not None and marker.get("stage") == stage.name
-            and marker.get("fingerprint") == (key or fingerprint(stage, opts)))
+            and marker.get("fingerprint") == (key or fingerprint(stage, opts, hashed)))
 
 
 def check_chain(chain: list[Stage]) -> None:
@@ -278,25 +294,20 @@ def _without_made(stage: Stage, opts: Any, made: list[Path]) -> Any:
     return dataclasses.replace(opts, **changes) if changes else opts
 
 
-def run_stage(stage: Stage, opts: Any, *, resume: bool = False, quiet: bool = False,
+def run_stage(stage: Stage, opts: Any, *, resume: bool = False, quiet: bool = False, hashed: Hashed | None = None,
               **objects: Any) -> tuple[dict[str, Any], str]:
     """Run ``stage`` with ``opts`` (``resume``: not when a run with the same fingerprint finished
     there), print its summary unless ``quiet``; its report and whether it ran or was done earlier.
-    ``objects``: passed to the stage's run function (a teacher object instead of a name)."""
+    ``hashed``: the inputs' digests ``placed`` made for these options. ``objects``: passed to the
+    stage's run function (a teacher object instead of a name)."""
     from curate.core.progress import console
 
     folder = Path(opts.out)
     settle(folder)  # a killed run's swap is finished first, whatever this run then finds wrong
     preflight(stage, opts)
     also = list(stage.also_reads(opts)) if stage.also_reads is not None else []
-    hashed: dict[str, tuple[str | None, int]] = {}  # each input hashed once: for the key and run.json
-
-    def digest(path: Any) -> str | None:
-        if str(path) not in hashed:
-            hashed[str(path)] = tree_digest(path)
-        return hashed[str(path)][0]
-
-    identity = _identity(stage, opts, also, digest)  # for the key and for what changed
+    hashed = {} if hashed is None else hashed  # each input hashed once: for the key and run.json
+    identity = _identity(stage, opts, also, _digester(hashed))  # for the key and for what changed
     key = value_digest(identity)
     check_upstream(stage, opts, also)  # before "done earlier": a stale product is refused either way
     if resume and is_done(stage, opts, key):

@@ -134,7 +134,7 @@ def pipeline_stage(opts: PipelineOptions, run) -> dict[str, Any]:
 
     docs = read_documents(opts.docs)  # bad input is one line here, before any stage's folder or model
     out = Path(opts.out)
-    llm = opts.llm if opts.llm.cache else dataclasses.replace(opts.llm, cache=str(out / ".cache" / "llm.sqlite"))
+    llm = opts.llm.cache_in(out)
 
     def progress(states, reports, stop=None, finished=False):
         funnel = build_funnel(opts, docs, states, reports, stop)

@@ -2,9 +2,10 @@
 
 Each call gets its own seed, temperature (from the spec's schedule) and topic drawn from
 the banks, so repeated calls explore different ground. Near-duplicates of tasks already
-kept are dropped. Tasks are appended to ``<out>/tasks/<family>.jsonl`` as they arrive;
-the file is what ``generate`` reads, so users can inspect and edit it. Re-running replays
-earlier calls from the request cache and continues where the last run stopped.
+kept are dropped. Tasks are appended to the family's file as they arrive
+(``<out>/tasks/<family>/tasks.jsonl``, the folder of that family's brainstorm run); the file is
+what ``generate`` reads, so users can inspect and edit it. Re-running replays earlier calls
+from the request cache and continues where the last run stopped.
 """
 
 from __future__ import annotations
@@ -24,8 +25,17 @@ from curate.llm.taskspec import TaskSpec
 
 
 
-def tasks_path(out_dir: Path, family: str) -> Path:
-    return Path(out_dir) / "tasks" / f"{family}.jsonl"
+TASKS = "tasks.jsonl"  # a brainstorm run's product, in its folder
+
+
+def tasks_folder(out_dir: str | Path, family: str) -> Path:
+    """The folder of ``family``'s brainstorm run inside the generate folder ``out_dir``."""
+    return Path(out_dir) / "tasks" / family
+
+
+def tasks_path(out_dir: str | Path, family: str) -> Path:
+    """The family's task descriptions, which generate in ``out_dir`` reads (and a user may edit)."""
+    return tasks_folder(out_dir, family) / TASKS
 
 
 def load_tasks(path: Path, family: str | None = None) -> list[Task]:
@@ -58,17 +68,17 @@ async def brainstorm(
     spec: TaskSpec,
     n: int,
     client: LLMClient,
-    out_dir: Path,
+    path: Path,
     seed: int,
     stats: RunStats,
     prompt_dirs: Sequence[str | Path] = (),
     dedup_threshold: float = 0.7,
     progress=None,
 ) -> list[Task]:
-    """Return at least ``n`` distinct tasks when the model can give them (fewer, with a warning, if not)."""
+    """Return at least ``n`` distinct tasks when the model can give them (fewer, with a warning, if not),
+    appending the new ones to ``path`` (the tasks it holds already count)."""
     if spec.brainstorm is None:
         return fixed_tasks(spec)
-    path = tasks_path(out_dir, spec.family)
     kept: list[Task] = load_tasks(path, spec.family) if path.exists() else []
     from curate.dedup.near_dup import NearDupIndex  # datasketch is slow to import; only brainstorming needs it
 

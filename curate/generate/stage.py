@@ -1,14 +1,15 @@
 """``brainstorm`` and ``generate`` as Python calls: specs in, records in OUT, a summary back.
 
 The command line is a thin layer over ``brainstorm_stage`` and ``generate_stage``; a notebook
-or a pipeline calls them the same way. One backend (one embedded server or one set of remote
-servers) serves the whole run. Brainstorm runs each family in turn; generate plans each family
-in turn and then asks for every family's items in one queue, families interleaved
-(``curate.generate.queue``; sharded over client processes with ``--executor ray``,
-``curate.generate.shards``). Each family has its progress bar and printed summary;
-``OUT/report.json`` and ``run.json`` (generate, written by the stage runner) or
-``OUT/brainstorm_summary.json`` are written at the end. The run appends as it goes, so a killed run resumes: it is not staged,
-but the run folder's lock keeps a second run off the same ``out``. A complete generate run puts
+or a pipeline calls them the same way. Both are stages the runner runs (``curate.core.stage``):
+a family's brainstorm run lives in ``OUT/tasks/FAMILY`` (its tasks in ``tasks.jsonl`` there,
+which generate reads and a user may edit), and generate makes the tasks it needs that way
+before it plans any item. One backend (one embedded server or one set of remote servers)
+serves a run. Generate plans each family in turn and then asks for every family's items in
+one queue, families interleaved (``curate.generate.queue``; sharded over client processes
+with ``--executor ray``, ``curate.generate.shards``). Each family has its progress bar and
+printed summary. Both append as they go, so a killed run resumes: they are not staged, but
+the folder's lock keeps a second run off the same folder. A complete generate run puts
 ``generated.jsonl`` in item order (``write_in_item_order``), so the same command gives the same
 file whatever order the answers came back in. A run that made no record at all, or whose queue
 a failure no retry fixes stopped (``curate.generate.queue``), ends with exit 2 and the reason.
@@ -22,13 +23,14 @@ import json
 import math
 import os
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from curate.core.errors import CurateError
 from curate.core.executor import Executor
 from curate.core.stage import STAGES, FunnelRow, Stage, llm_usage
+from curate.generate.brainstorm import TASKS  # a brainstorm run's tasks, which generate reads
 from curate.generate.from_corpus import CORPUS  # the passages, which a next stage searches
 from curate.llm.options import LLMOptions
 
@@ -60,7 +62,9 @@ class StageOptions:
 
 @dataclass(kw_only=True)
 class BrainstormOptions(StageOptions):
-    n: int = field(default=50, metadata={"flag": "--num-tasks", "short": "-n", "min": 1,
+    # a target the run tops its tasks up to: a larger one continues the same run, so it is not
+    # part of the run's identity (another model or seed is)
+    n: int = field(default=50, metadata={"flag": "--num-tasks", "short": "-n", "min": 1, "fingerprint": False,
                                          "help": "Distinct tasks to have per family."})
 
 
@@ -137,21 +141,116 @@ def families(names: Sequence[str], tasks_dirs: Sequence[str]) -> list[str]:
 
 
 def brainstorm_stage(opts: StageOptions, n: int = 50) -> dict[str, Any]:
-    """Brainstorm ``n`` distinct task descriptions per family into ``OUT/tasks/FAMILY.jsonl``."""
-    from curate.core.jsonl import atomic_write_jsonl
-    from curate.generate.brainstorm import brainstorm, tasks_path
-    from curate.core.progress import console
+    """Brainstorm ``n`` distinct task descriptions per family for the generate folder ``opts.out``:
+    one brainstorm run a family, in ``OUT/tasks/FAMILY`` (``family_run``)."""
+    from curate.core.stage import run_stage
 
-    out = Path(opts.out)
+    reports = {}
+    for family in families(opts.tasks, opts.tasks_dirs):
+        report, _ = run_stage(BRAINSTORM, family_run(opts, family, n))
+        reports[family] = report["families"][family]
+    return combine(reports)
+
+
+def family_run(opts: StageOptions, family: str, n: int) -> BrainstormOptions:
+    """The options of ``family``'s brainstorm run for the generate folder ``opts.out``: a folder of
+    its own there (``OUT/tasks/FAMILY``) and the generate folder's request cache, so answers are
+    shared with generate whichever of the two asked first."""
+    from curate.generate.brainstorm import tasks_folder
+
+    shared = {f.name: getattr(opts, f.name) for f in fields(StageOptions)}
+    return BrainstormOptions(**{**shared, "tasks": (family,), "out": str(tasks_folder(opts.out, family)),
+                                "llm": opts.llm.cache_in(opts.out), "n": n})
+
+
+def brainstorm_run(opts: BrainstormOptions, run) -> dict[str, Any]:
+    """One family's brainstorm run in its folder: its tasks topped up to ``n`` (the ones there
+    count, edited or not); a family with fixed tasks gets them written out, so generate and the
+    user read one file either way."""
+    from curate.core.jsonl import atomic_write_jsonl
+    from curate.generate.brainstorm import brainstorm
+
+    path = Path(opts.out) / TASKS
+    _adopt_older_file(path, opts.tasks[0])
 
     async def one(spec, client, stats, progress):
-        tasks = await brainstorm(spec, n, client, out, opts.seed, stats, opts.prompts_dirs, opts.dedup_threshold,
+        tasks = await brainstorm(spec, opts.n, client, path, opts.seed, stats, opts.prompts_dirs, opts.dedup_threshold,
                                  progress)
         if spec.brainstorm is None:
-            atomic_write_jsonl(tasks_path(out, spec.family), [t.to_dict() for t in tasks])
-        console.print(f"{spec.family}: {len(tasks)} tasks in {tasks_path(out, spec.family)}")
+            atomic_write_jsonl(path, [t.to_dict() for t in tasks])
+        stats.extra["tasks"] = len(tasks)
 
-    return run_llm_stage("brainstorm", opts, one)
+    return run_llm_stage("brainstorm", opts, one, run=run)
+
+
+def _adopt_older_file(path: Path, family: str) -> None:
+    """One release's reader: a folder begun before brainstorm was a stage keeps a family's tasks in
+    ``OUT/tasks/FAMILY.jsonl``; they move into the family's run folder, edits and all."""
+    older = path.parent.parent / f"{family}.jsonl"
+    if older.is_file() and not path.exists():
+        from curate.core.progress import console
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(older, path)
+        console.print(f"brainstorm: {older} moved to {path}", soft_wrap=True, markup=False, highlight=False)
+
+
+def check_brainstorm(opts: BrainstormOptions) -> None:
+    """One family a run, with a spec that loads."""
+    from curate.llm.taskspec import load_spec
+
+    if len(opts.tasks) != 1 or "all" in opts.tasks:
+        raise CurateError(f"a brainstorm run is one family's, not {', '.join(opts.tasks) or 'none'} "
+                          "(curate brainstorm runs one a family)")
+    load_spec(opts.tasks[0], tuple(Path(d) for d in opts.tasks_dirs))
+
+
+def brainstorm_files(opts: BrainstormOptions) -> list[Path]:
+    """What shapes a family's tasks besides the options: its spec, the brainstorm template (and
+    its includes) and the banks it draws topics from; part of the run's identity."""
+    from curate.llm.taskspec import bank_path, load_spec
+    from curate.llm.templates import template_files
+
+    try:
+        spec = load_spec(opts.tasks[0], tuple(Path(d) for d in opts.tasks_dirs))
+    except (CurateError, IndexError):
+        return []  # the stage's check says what is wrong
+    step = spec.brainstorm
+    files = [spec.path]
+    if step is not None:
+        files += [*template_files([step.template], opts.prompts_dirs), *(bank_path(b) for b in step.banks.values())]
+    return list(dict.fromkeys(f for f in files if f.exists()))
+
+
+def _brainstorm_summary(report: dict[str, Any], folder: Path) -> list[str]:
+    return [f"{family}: {s.get('tasks', 0)} tasks in {folder / TASKS}" for family, s in report["families"].items()]
+
+
+def _brainstorm_for(opts: GenerateOptions, names: Sequence[str]) -> dict[str, Any]:
+    """The tasks each brainstormed family needs (``ceil(n / per_task)``), made before any item is
+    planned: a family's brainstorm run (``family_run``) is done earlier when it finished with the
+    same fingerprint and its file holds enough tasks, else it runs (it tops the file up, or
+    starts afresh for another model or seed). What each run that ran reported, by family."""
+    from curate.core.stage import is_done, run_stage
+    from curate.generate.brainstorm import load_tasks
+    from curate.llm.taskspec import load_spec
+
+    need = math.ceil((opts.n or 100) / opts.per_task)
+    dirs = tuple(Path(d) for d in opts.tasks_dirs)
+    ran: dict[str, Any] = {}
+    for family in families(names, opts.tasks_dirs):
+        if load_spec(family, dirs).brainstorm is None:
+            continue  # its tasks are the spec's own
+        bopts = family_run(opts, family, need)
+        path = Path(bopts.out) / TASKS
+        if path.is_file() and len(load_tasks(path)) >= need and is_done(BRAINSTORM, bopts):
+            continue
+        if opts.llm.batch == "vllm":
+            raise CurateError(f"--batch vllm: brainstorming {family}'s tasks asks a server; run curate brainstorm "
+                              "first, or give --tasks-file or --from-corpus")
+        report, _ = run_stage(BRAINSTORM, bopts)
+        ran[family] = report["families"][family]
+    return ran
 
 
 def _families_and_source(opts: GenerateOptions) -> tuple[tuple[str, ...], tuple[Any, str] | None]:
@@ -195,11 +294,9 @@ def check(opts: GenerateOptions) -> None:
 
 def generate_stage(opts: GenerateOptions, run) -> dict[str, Any]:
     """Generate (query, positive, graded negatives) records into ``OUT/generated.jsonl``."""
-    from curate.generate.brainstorm import brainstorm, fixed_tasks, load_tasks
+    from curate.generate.brainstorm import fixed_tasks, load_tasks, tasks_path
     from curate.generate.examples import plan_items
     from curate.generate.families import Asking, Family, run_families
-    from curate.llm.batch import plan_of
-    from curate.core.progress import RunStats
 
     names, source = _families_and_source(opts)
     given = load_tasks(Path(opts.tasks_file)) if opts.tasks_file else None
@@ -213,6 +310,7 @@ def generate_stage(opts: GenerateOptions, run) -> dict[str, Any]:
     # how every family's items are planned (a pool read once; n None: all a source gives, else 100)
     planning = Planning(opts.n, opts.seed, dict(opts.pins), opts.max_chars, parse_languages(opts.languages))
     planned: list[str] = []  # every item's id, families in turn, each family's items in plan order
+    brainstormed = _brainstorm_for(opts, names) if source is None and given is None else {}
 
     async def one(spec, client, stats, progress):
         if source is not None:
@@ -222,16 +320,15 @@ def generate_stage(opts: GenerateOptions, run) -> dict[str, Any]:
         else:
             if given:
                 tasks = load_tasks(Path(opts.tasks_file), spec.family)
-            elif getattr(plan_of(client), "mode", None) == "vllm":  # the plan the client was opened with
-                raise CurateError("--batch vllm: brainstorming the tasks asks a server; give --tasks-file "
-                                  "or --from-corpus")
+            elif spec.brainstorm is None:
+                tasks = fixed_tasks(spec)
             else:
-                bstats = RunStats(stage="brainstorm", price=stats.price)
-                tasks = await brainstorm(spec, math.ceil((opts.n or 100) / opts.per_task), client, out, opts.seed,
-                                         bstats, opts.prompts_dirs, opts.dedup_threshold, progress)
-                stats.extra["brainstorm"] = bstats.as_dict()
+                path = tasks_path(out, spec.family)
+                tasks = load_tasks(path, spec.family) if path.is_file() else []
+                if spec.family in brainstormed:
+                    stats.extra["brainstorm"] = brainstormed[spec.family]
                 if not tasks:
-                    raise CurateError(f"{spec.family}: brainstorming gave no usable task (see {out}/logs)")
+                    raise CurateError(f"{spec.family}: brainstorming gave no usable task (see {path.parent}/logs)")
             stats.extra["tasks_used"] = len(tasks)
             items = plan_items(spec, tasks, planning)
         planned.extend(it.id for it in items)  # planned here, so the finished file can be put in this order
@@ -376,12 +473,10 @@ Queue = Callable[[list[Any], Any, Any, Any, dict[str, float]], Awaitable[None]]
 
 
 def run_llm_stage(stage: str, opts: StageOptions, one: PerFamily, names: Sequence[str] | None = None,
-                  finish: Callable[[], Any] | None = None, queue: Queue | None = None, run=None) -> dict[str, Any]:
+                  finish: Callable[[], Any] | None = None, queue: Queue | None = None, *, run) -> dict[str, Any]:
     """Load the specs, open the backend, run ``one`` per family, print each family's summary and
     return the run's; ``finish``: called once every family is done, before the report (not after
-    a failed run). ``run``: generate's run, which the stage runner opened; without one (brainstorm,
-    a step inside generate's folder) the folder's lock is held and ``OUT/brainstorm_summary.json``
-    written.
+    a failed run). ``run``: the run the stage runner opened (brainstorm's or generate's).
 
     With ``queue``, ``one`` only plans a family (brainstorming with the backend as it needs) and
     returns its work; once every family is planned, ``queue`` runs all of it at once, adding to
@@ -437,13 +532,6 @@ def run_llm_stage(stage: str, opts: StageOptions, one: PerFamily, names: Sequenc
     # from running every few hundred allocations while thousands of requests are in flight.
     gc.freeze()
     gc.set_threshold(20_000, 20, 20)
-    if run is None:
-        from curate.core.runner import folder_lock
-
-        with folder_lock(out_dir):
-            combined = _serve_and_ask(stage, opts, main, summaries, finish)
-        atomic_write_json(out_dir / f"{stage}_summary.json", combined)
-        return combined
     run.params["tasks"] = [s.family for s in specs]  # what "all" resolved to
     combined = _serve_and_ask(stage, opts, main, summaries, finish)
     run.timings.update(timings)
@@ -545,9 +633,21 @@ def spec_files(opts: GenerateOptions) -> list[Path]:
     return list(dict.fromkeys(f for f in files if f.exists()))
 
 
+def _usage(report: dict[str, Any]) -> dict[str, Any]:
+    """Generate's LLM calls: every family's, and those of the brainstorm runs it ran for them."""
+    families_ = list(report.get("families", {}).values())
+    return llm_usage([*families_, *(f["brainstorm"] for f in families_ if isinstance(f.get("brainstorm"), dict))],
+                     "requests_sent")
+
+
 STAGE = Stage("generate", GenerateOptions, generate_stage, check=check, also_reads=spec_files,
               reads=("tasks_file", "pairs", "corpus"),
               writes={"records": GENERATED, "drops": FAILED, "corpus": CORPUS}, appends=True,
-              summary=summary, funnel=funnel, present=present, adds=("query", "positive"),
-              usage=lambda report: llm_usage(report.get("families", report), "requests_sent"))
+              summary=summary, funnel=funnel, present=present, adds=("query", "positive"), usage=_usage)
 STAGES.register(STAGE.name, STAGE)
+
+BRAINSTORM = Stage("brainstorm", BrainstormOptions, brainstorm_run, check=check_brainstorm,
+                   also_reads=brainstorm_files, writes={"records": TASKS}, appends=True,
+                   summary=_brainstorm_summary,
+                   usage=lambda report: llm_usage(report.get("families", report), "requests_sent"))
+STAGES.register(BRAINSTORM.name, BRAINSTORM)

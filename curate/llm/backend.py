@@ -96,7 +96,7 @@ def llm_backend(opts: LLMOptions, out_dir: Path) -> Iterator[tuple[ClientConfig,
         raise CurateError("--batch api sends the requests to a server's batches endpoint: give --base-url "
                           "(or use --batch vllm, vLLM's offline runner here)")
     api_key = opts.api_key or os.environ.get("OPENAI_API_KEY")
-    cache = RequestCache(opts.cache or Path(out_dir) / ".cache" / "llm.sqlite")
+    cache = RequestCache(opts.cache_in(out_dir).cache)
     server = None
     try:
         if opts.batch == "vllm":  # vLLM's offline runner answers (curate.llm.batch): no server to start or reach

@@ -5,8 +5,11 @@ its ``--help``, imports no HTTP client."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Literal
+
+CACHE = Path(".cache") / "llm.sqlite"  # a run folder's request cache, unless --cache names another
 
 
 @dataclass
@@ -58,3 +61,9 @@ class LLMOptions:
                 "--model or the bundled model."})
     batch_poll: float = field(default=30.0, metadata={
         "min": 0.01, "fingerprint": False, "help": "Seconds between two polls of a batch (with --batch)."})
+
+    def cache_in(self, out: str | Path) -> "LLMOptions":
+        """These options with the cache file pinned to ``out``'s (unless one was given): a flow
+        whose stages run in folders of their own (the pipeline's stages, generate's brainstorm
+        runs) asks every stage's questions through one cache, so an answer is never paid twice."""
+        return self if self.cache else replace(self, cache=str(Path(out) / CACHE))

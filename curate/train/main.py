@@ -152,9 +152,10 @@ def _evaluate(s: EvalSet, root: Path, which: str, **model: str | None) -> dict[s
 
     EVAL = STAGES.get("eval")
     note(f"train: evaluating the {which} model on {s.folder} ({s.split}{', light' if s.light else ''})")
+    hashed: dict = {}  # the set and the model hashed once, for the folder's name and the run
     opts = placed(EVAL, EVAL.options(data=s.folder, out="", split=s.split, light=s.light, per_query=True, **model),
-                  root)
-    report, _ = run_stage(EVAL, opts, resume=True, quiet=True)
+                  root, hashed)
+    report, _ = run_stage(EVAL, opts, resume=True, quiet=True, hashed=hashed)
     return {"metrics": {k: report["metrics"].get(k) for k in METRICS}, "queries": report["queries"],
             "docs": report["docs"], "per_query": report["per_query"][VERDICT_METRIC]}
 

@@ -33,16 +33,16 @@ def _opts(inp: Path, out: Path, **kw) -> ConvertOptions:
 def test_every_shipped_stage_declares_the_contract():
     from curate.export.main import STAGE as EXPORT
     from curate.filter.main import STAGE as FILTER
-    from curate.generate.stage import STAGE as GENERATE
+    from curate.generate.stage import BRAINSTORM, STAGE as GENERATE
     from curate.mine.main import STAGE as MINE
 
-    for stage in (GENERATE, FILTER, MINE, EXPORT, CONVERT):
+    for stage in (BRAINSTORM, GENERATE, FILTER, MINE, EXPORT, CONVERT):
         assert isinstance(stage, Stage)
         names = {f.name for f in dataclasses.fields(stage.options)}
         assert "out" in names and set(stage.reads) <= names, stage.name
         assert stage.summary is not None, f"{stage.name} prints through the runner"
-    assert [s.writes.get("records") for s in (GENERATE, FILTER, MINE, CONVERT)] == \
-        ["generated.jsonl", "filtered.jsonl", "mined.jsonl", "converted.jsonl"]
+    assert [s.writes.get("records") for s in (BRAINSTORM, GENERATE, FILTER, MINE, CONVERT)] == \
+        ["tasks.jsonl", "generated.jsonl", "filtered.jsonl", "mined.jsonl", "converted.jsonl"]
 
 
 def test_the_fingerprint_follows_data_changing_options_and_input_bytes_not_paths(labelled, tmp_path):
@@ -109,6 +109,23 @@ def test_run_stage_writes_one_report_name_and_skips_a_finished_run(labelled, tmp
     assert state == RAN, "a report that is not the one the marker names is not trusted"
 
 
+def test_a_placed_run_hashes_each_input_once(labelled, tmp_path, monkeypatch):
+    """``placed`` names the folder by the inputs' bytes and ``run_stage`` keys and records the run
+    by them: handed the same digests, the two read each input once, and name it alike."""
+    import curate.core.stage as stage_module
+    from curate.core.stage import placed
+
+    read: list[str] = []
+    real = stage_module.tree_digest
+    monkeypatch.setattr(stage_module, "tree_digest", lambda path: read.append(str(path)) or real(path))
+    hashed: dict = {}
+    opts = placed(CONVERT, _opts(labelled, ""), tmp_path, hashed)
+    run_stage(CONVERT, opts, resume=True, quiet=True, hashed=hashed)
+    assert read == [str(labelled)]
+    assert Path(opts.out).name == json.loads((Path(opts.out) / MARKER).read_text())["fingerprint"][:12]
+    assert json.loads((Path(opts.out) / "run.json").read_text())["inputs"][0]["sha256"] == real(labelled)[0]
+
+
 def test_without_resume_a_stage_always_runs(labelled, tmp_path):
     out = tmp_path / "conv"
     run_stage(CONVERT, _opts(labelled, out), quiet=True)
@@ -153,6 +170,7 @@ def test_only_the_runner_opens_runs_and_report_and_export_import_no_other_stage(
     spec.loader.exec_module(module)
     edges, open_run = module.graph(root)
     assert open_run == []
+    assert module.own_runs(root) == [], "no lock taken nor run named by content outside core/"
     assert not edges.get("report") and not edges.get("export")
     assert "generate" in edges["cli"], "the graph does see imports (the CLI imports generate)"
 
@@ -193,6 +211,12 @@ def test_each_stage_says_where_its_report_keeps_its_llm_calls():
                 "totals": {"tokens": {"prompt": 3, "completion": 4}, "requests_sent": 2}}
     assert STAGES.get("generate").usage(generate) == {"requests": 2, "prompt": 3, "completion": 4, "cost": 0.5,
                                                       "estimate": None}
+    # the brainstorm runs generate ran for a family count too, once each
+    generate["families"]["a"]["brainstorm"] = {"tokens": {"prompt": 10, "completion": 20}, "requests_sent": 1,
+                                               "cost": 0.25, "estimate": {"seconds": 3}}
+    assert STAGES.get("generate").usage(generate) == {"requests": 3, "prompt": 13, "completion": 24, "cost": 0.75,
+                                                      "estimate": 3.0}
+    assert STAGES.get("brainstorm").usage({"families": {"a": generate["families"]["a"]["brainstorm"]}})["requests"] == 1
     judged = {"steps": [{"notes": {"tokens": {"prompt": 1, "completion": 1}, "judge_calls": 5,
                                    "estimate": {"seconds": 2}}}, {"notes": {"kept": 3}}]}
     for name in ("filter", "relabel"):

@@ -45,14 +45,14 @@ def test_keeps_calling_until_enough_distinct_tasks(tmp_path):
         [DISTINCT[3], DISTINCT[1]],
         [DISTINCT[4], "Given a bird's song, find recordings of the same species."],
     ])
-    tasks = asyncio.run(brainstorm(spec, 5, client, tmp_path, seed=7, stats=RunStats("brainstorm")))
+    tasks = asyncio.run(brainstorm(spec, 5, client, tmp_path / "tasks.jsonl", seed=7, stats=RunStats("brainstorm")))
     assert [t.task for t in tasks] == DISTINCT
     assert len(client.calls) >= 4
     # calls differ in seed, and the temperature follows the spec's schedule
     assert len({c["seed"] for c in client.calls}) == len(client.calls)
     temps = [c["temperature"] for c in client.calls]
     assert temps[:3] == spec.brainstorm_temperatures[:3]
-    saved = read_jsonl(tmp_path / "tasks" / "short-long.jsonl")
+    saved = read_jsonl(tmp_path / "tasks.jsonl")
     assert [t["task"] for t in saved] == DISTINCT
     assert all(t["task_type"] == "short-long" and t["meta"]["model"] == "scripted" for t in saved)
 
@@ -60,15 +60,15 @@ def test_keeps_calling_until_enough_distinct_tasks(tmp_path):
 def test_gives_up_when_the_model_repeats_itself(tmp_path):
     spec = load_spec("short-long")
     client = ScriptedClient([DISTINCT[:1]])  # the same single task on every call
-    tasks = asyncio.run(brainstorm(spec, 50, client, tmp_path, seed=1, stats=RunStats("brainstorm")))
+    tasks = asyncio.run(brainstorm(spec, 50, client, tmp_path / "tasks.jsonl", seed=1, stats=RunStats("brainstorm")))
     assert [t.task for t in tasks] == DISTINCT[:1]
     assert len(client.calls) < 40, "bounded: stops after several calls that add nothing"
 
 
 def test_existing_task_file_is_reused_and_extended(tmp_path):
     spec = load_spec("short-long")
-    asyncio.run(brainstorm(spec, 2, ScriptedClient([DISTINCT[:2]]), tmp_path, seed=1, stats=RunStats("b")))
+    asyncio.run(brainstorm(spec, 2, ScriptedClient([DISTINCT[:2]]), tmp_path / "tasks.jsonl", seed=1, stats=RunStats("b")))
     client = ScriptedClient([DISTINCT[:2], DISTINCT[2:4]])
-    tasks = asyncio.run(brainstorm(spec, 4, client, tmp_path, seed=1, stats=RunStats("b")))
+    tasks = asyncio.run(brainstorm(spec, 4, client, tmp_path / "tasks.jsonl", seed=1, stats=RunStats("b")))
     assert [t.task for t in tasks] == DISTINCT[:4]
-    assert len(read_jsonl(tmp_path / "tasks" / "short-long.jsonl")) == 4, "nothing written twice"
+    assert len(read_jsonl(tmp_path / "tasks.jsonl")) == 4, "nothing written twice"

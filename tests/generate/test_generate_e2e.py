@@ -14,6 +14,7 @@ import yaml
 
 from curate.core.records import FAMILIES, Record
 from curate.core.resources import resource_dir
+from curate.generate.brainstorm import tasks_path
 from tests.helpers import REPO, read_jsonl, run_curate
 
 pytestmark = pytest.mark.e2e
@@ -73,26 +74,68 @@ def test_generate_every_family_with_bundled_model(six_families):
     assert set(summary["families"]) == set(FAMILIES)
     # brainstormed families wrote their task files; fixed-task families use the spec's tasks
     for fam in ("short-long", "long-short", "short-short", "long-long"):
-        tasks = read_jsonl(out / "tasks" / f"{fam}.jsonl")
+        tasks = read_jsonl(tasks_path(out, fam))
         assert tasks and all(t["task_type"] == fam for t in tasks)
 
 
-def test_brainstorm_gives_distinct_tasks(tmp_path):
-    out = tmp_path / "b"
-    proc = run_curate("brainstorm", "--task", "long-short", "-n", "6", "--out", str(out), timeout=HANG_S)
-    assert proc.returncode == 0, proc.stderr
-    tasks = read_jsonl(out / "tasks" / "long-short.jsonl")
-    assert len(tasks) >= 1
-    texts = [" ".join(t["task"].lower().split()) for t in tasks]
+def test_brainstorm_is_a_run_of_its_own_that_generate_reads(tmp_path):
+    """A family's brainstorm is a stage run in OUT/tasks/FAMILY (its run.json, report and marker
+    there, none in the generate folder); a larger -n continues it with distinct tasks (no exact
+    or near repeat), generate uses the tasks it
+    finds without asking for more, and another --seed replaces them, the finished ones kept."""
+    out = tmp_path / "run"
+    path = tasks_path(out, "long-short")
+
+    def brainstorm(*extra):
+        proc = run_curate("brainstorm", "--task", "long-short", "--out", str(out), *extra, timeout=HANG_S)
+        assert proc.returncode == 0, proc.stderr
+        return proc, json.loads((path.parent / "report.json").read_text())["families"]["long-short"]
+
+    brainstorm("-n", "2")
+    assert json.loads((path.parent / "run.json").read_text())["stage"] == "brainstorm"
+    assert not (out / "run.json").exists() and not (out / "report.json").exists(), "generate's folder is its own"
+    two = read_jsonl(path)
+    _, report = brainstorm("-n", "4")
+    four = read_jsonl(path)
+    assert four[:len(two)] == two and report["counts"]["resumed"] == len(two), "continued, not begun again"
+    assert report["requests_sent"] > 0
+    texts = [" ".join(t["task"].lower().split()) for t in four]
     assert len(set(texts)) == len(texts), "no exact repeats among kept tasks"
     from curate.dedup.near_dup import NearDupIndex
 
     idx = NearDupIndex(threshold=0.7)
     assert all(idx.add_if_new(t) for t in texts), "no near-duplicates among kept tasks"
-    # a second run with the same target reuses the file and sends nothing
-    again = run_curate("brainstorm", "--task", "long-short", "-n", "6", "--out", str(out), timeout=HANG_S)
-    assert again.returncode == 0
-    assert read_jsonl(out / "tasks" / "long-short.jsonl") == tasks
+
+    made = path.read_bytes(), (path.parent / "report.json").read_bytes()
+    gen = run_curate("generate", "--task", "long-short", "-n", "2", "--per-task", "2", "--out", str(out), *SHORT,
+                     timeout=HANG_S)
+    assert gen.returncode == 0, gen.stderr
+    assert (path.read_bytes(), (path.parent / "report.json").read_bytes()) == made, "enough tasks: no brainstorm run"
+    assert "brainstorm" not in json.loads((out / "report.json").read_text())["families"]["long-short"]
+    assert {r["task"] for r in read_jsonl(out / "generated.jsonl")} <= {t["task"] for t in four}
+
+    proc, _ = brainstorm("-n", "2", "--seed", "1")
+    kept = list((out / "tasks" / ".curate-replaced" / "long-short").glob("*/tasks.jsonl"))
+    assert len(kept) == 1 and read_jsonl(kept[0]) == four, proc.stdout
+    assert "--seed changed" in " ".join((proc.stdout + proc.stderr).split())
+    assert json.loads((path.parent / "run.json").read_text())["params"]["seed"] == 1
+
+
+def test_tasks_kept_where_an_older_curate_put_them_are_moved_into_the_run(tmp_path):
+    """A folder begun before brainstorm was a stage holds OUT/tasks/FAMILY.jsonl: the run moves it
+    into its own folder, edits and all, and asks the model nothing when it holds enough."""
+    out = tmp_path / "run"
+    older = out / "tasks" / "long-short.jsonl"
+    older.parent.mkdir(parents=True)
+    mine = [{"task": "Given a recipe name, find recipes that cook it."},
+            {"task": "Given a chess opening, find games that start with it."}]
+    older.write_text("".join(json.dumps(t) + "\n" for t in mine))
+    proc = run_curate("brainstorm", "--task", "long-short", "-n", "2", "--out", str(out), timeout=HANG_S)
+    assert proc.returncode == 0, proc.stderr
+    assert not older.exists() and [t["task"] for t in read_jsonl(tasks_path(out, "long-short"))] == [
+        t["task"] for t in mine]
+    report = json.loads((tasks_path(out, "long-short").parent / "report.json").read_text())
+    assert report["families"]["long-short"]["requests_sent"] == 0
 
 
 @pytest.mark.bench

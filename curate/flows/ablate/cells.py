@@ -19,8 +19,9 @@ def walk(steps: list[Step], root: Path, upto: str | None = None) -> tuple[dict[s
     for i, step in enumerate(steps):
         if step.label == upto:
             return found, None
-        opts = placed(step.stage, step.options(found), root)
-        if not is_done(step.stage, opts):
+        hashed: dict = {}
+        opts = placed(step.stage, step.options(found), root, hashed)
+        if not is_done(step.stage, opts, hashed=hashed):
             return found, i
         found[step.label] = opts
     return found, None
@@ -32,21 +33,27 @@ def run_steps(steps: list[Step], root: Path, upto: str | None = None) -> dict[st
     for step in steps:
         if step.label == upto:
             break
-        opts = placed(step.stage, step.options(found), root)
-        if step.label == "eval" and "fit" in found and not is_done(step.stage, opts):
-            _model_back(found["fit"])
-        run_stage(step.stage, opts, resume=True, quiet=True)
+        hashed: dict = {}  # each input hashed once, for the folder's name and the run
+        opts = placed(step.stage, step.options(found), root, hashed)
+        if step.label == "eval" and "fit" in found and not is_done(step.stage, opts, hashed=hashed) \
+                and _model_back(found["fit"]):
+            hashed = {}  # the fit wrote a new report, which the score is named by
+            opts = placed(step.stage, step.options(found), root, hashed)
+        run_stage(step.stage, opts, resume=True, quiet=True, hashed=hashed)
         found[step.label] = opts
     return found
 
 
-def _model_back(fit: Any) -> None:
-    """A fit whose model was removed after an earlier score is fitted again before a new score."""
+def _model_back(fit: Any) -> bool:
+    """A fit whose model was removed after an earlier score is fitted again before a new score;
+    whether it was."""
     from curate.core.stage import STAGES
 
     FIT = STAGES.get("fit")
-    if not FIT.path(fit.out, "model").is_dir():
-        run_stage(FIT, fit, quiet=True)
+    if FIT.path(fit.out, "model").is_dir():
+        return False
+    run_stage(FIT, fit, quiet=True)
+    return True
 
 
 def drop_model(found: dict[str, Any]) -> None:
