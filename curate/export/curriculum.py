@@ -144,10 +144,16 @@ def _deal_by_level(ordered: Sequence[Item], targets: Sequence[int | None], sizes
     return phases
 
 
-def pick(levels: Sequence[int], target: int | None, n: int | None) -> list[int]:
-    """Indices of the negatives a row carries: the n nearest ``target`` (all, hardest first, without one)."""
+KEEPS = ("level", "rank")  # which of a record's negatives count as its hardest (``pick``)
+
+
+def pick(levels: Sequence[int], target: int | None, n: int | None, ranks: Sequence[int] | None = None) -> list[int]:
+    """Indices of the negatives a row carries: the n nearest ``target`` (all, hardest first, without one).
+    ``ranks``: the mining teacher's rank of each negative; given, the hardest are the teacher's first
+    choices, whatever scores the levels were drawn from (with ``mine --scores hybrid`` the levels are
+    the hybrid's, which is not the teacher that chose the negatives)."""
     if target is None:
-        order = sorted(range(len(levels)), key=lambda k: (levels[k], k))
+        order = sorted(range(len(levels)), key=(lambda k: (ranks[k], k)) if ranks else (lambda k: (levels[k], k)))
         return order if n is None else order[:n]
     order = sorted(range(len(levels)), key=lambda k: (abs(levels[k] - target), -levels[k], k))
     chosen = order[: n or 1]
@@ -159,9 +165,10 @@ class RowNegatives:
     for ``random``; the nearest levels where the record lacks it), or the hardest ``per_row`` (every
     one when None) under ``ordered`` and ``none``.  Dev rows (``phase=None``) carry the hardest, as many as training rows."""
 
-    def __init__(self, curriculum: Curriculum, per_row: int | None, seed: int):
+    def __init__(self, curriculum: Curriculum, per_row: int | None, seed: int, keep: str = "rank"):
         self.curriculum = curriculum
         self.per_row = per_row if (per_row or curriculum.all_negatives) else 1
+        self.keep = keep
         self._rng = random.Random(f"{seed}:random-levels")
 
     def target(self, phase: int | None) -> int | None:
@@ -171,10 +178,11 @@ class RowNegatives:
             return self._rng.randint(1, 4)
         return self.curriculum.phase_levels[phase]
 
-    def __call__(self, levels: Sequence[int], phase: int | None) -> tuple[list[int], int | None]:
+    def __call__(self, it: Item, phase: int | None) -> tuple[list[int], int | None]:
         """Indices of the row's negatives, and the level it aimed at."""
         target = self.target(phase)
-        return pick(levels, target, self.per_row), target
+        ranks = [n.mine_rank for n in it.record.negatives] if self.keep == "rank" else None
+        return pick(it.levels, target, self.per_row, ranks if ranks and None not in ranks else None), target
 
 
 AGREEMENT_TOP = 10  # Linq's positive gate: the teacher ranks a trustworthy positive in its top 10
@@ -248,8 +256,9 @@ class Ordering:
 
 
 def order(train: Sequence[Item], dev: Sequence[Item], curriculum: Curriculum, negatives_per_row: int | str | None,
-          batches: BatchOptions, seed: int, tasks: Sequence[Item]) -> Ordering:
-    """Phases, batches and each row's negatives; ``tasks``: every record read (one task order for all)."""
+          batches: BatchOptions, seed: int, tasks: Sequence[Item], keep: str = "rank") -> Ordering:
+    """Phases, batches and each row's negatives; ``tasks``: every record read (one task order for all);
+    ``keep``: which negatives count as a record's hardest (``pick``)."""
     rank = task_rank(tasks, seed)
     laid, left = schedule(deal(train, curriculum, batches.batch_size, seed), batches, seed, rank)
     dev_laid, dev_left = schedule([deal(dev, Curriculum("none"), batches.batch_size, seed)[0]], batches, seed, rank,
@@ -257,7 +266,7 @@ def order(train: Sequence[Item], dev: Sequence[Item], curriculum: Curriculum, ne
     per_row, auto = (None if negatives_per_row == "all" else negatives_per_row), None
     if per_row == "auto":
         per_row, auto = auto_per_row(train)
-    negatives = RowNegatives(curriculum, per_row, seed)
+    negatives = RowNegatives(curriculum, per_row, seed, keep)
     stats: Counter = Counter()
     rows: list[Item] = []
     kinds: dict[str, dict[str, int]] = {}
@@ -267,7 +276,7 @@ def order(train: Sequence[Item], dev: Sequence[Item], curriculum: Curriculum, ne
             kinds[split][batch.kind] = kinds[split].get(batch.kind, 0) + 1
             for it in batch.items:
                 phase = batch.phase if split == "train" else None
-                it.chosen, it.target = negatives(it.levels, phase)
+                it.chosen, it.target = negatives(it, phase)
                 it.batch, it.batch_kind = number, batch.kind
                 it.phase = phase + 1 if phase is not None and curriculum.phased else None
                 _count(it, stats)

@@ -22,7 +22,7 @@ from curate.core.errors import CurateError
 from curate.export.batching import LAYOUTS, TASK_ORDERS, BatchOptions
 from curate.export.build import build_row
 from curate.export.copies import REASON as COPY, drop_positive_copies
-from curate.export.curriculum import AGREEMENT_TOP, Curriculum, order, parse_curriculum
+from curate.export.curriculum import AGREEMENT_TOP, KEEPS, Curriculum, order, parse_curriculum
 from curate.export.decontaminate import decontaminate
 from curate.export.inputs import load_inputs
 from curate.export.instructions import Instruction, resolve
@@ -69,6 +69,14 @@ class ExportOptions:
                 "curriculum); 'all': every negative of the record (with none and ordered); 'auto': all where the "
                 "teacher ranks at least half of the labelled positives in its top 10, else 1 (and 1 for records "
                 "no teacher ranked)."})
+    # which negatives a row keeps when it keeps fewer than its record has: the mining teacher's
+    # choice (measured against the levels' on the three shipped sets: docs, Benchmarks)
+    keep: str = field(default="rank", metadata={
+        "choices": KEEPS,
+        "help": "Which of a record's negatives are its hardest, the ones a row keeps first: rank (the mining "
+                "teacher's own first choices, mine_rank) or level (the lowest levels, drawn from the records' "
+                "scores: with mine --scores hybrid, the hybrid's favourites). The two differ only on mined "
+                "records whose scores are not the mining teacher's; records without ranks go by level."})
     # mined negatives' levels: gap quartiles over the export, or ranks per record
     gap_levels: str = field(default="export", metadata={
         "choices": GAP_BINS,
@@ -180,6 +188,8 @@ def check_options(opts: ExportOptions, writers: dict[str, Callable] | None = Non
         raise CurateError(f"--negatives-per-row {per_row!r}: give a count of at least 1, 'all' or 'auto'")
     if opts.gap_levels not in GAP_BINS:
         raise CurateError(f"--gap-levels {opts.gap_levels!r}: choose {' or '.join(GAP_BINS)}")
+    if opts.keep not in KEEPS:
+        raise CurateError(f"--keep {opts.keep!r}: choose {' or '.join(KEEPS)}")
     if opts.mixed_tail < 0:
         raise CurateError("--mixed-tail must be 0 or more")
     instruction = None if opts.instruction == "auto" else Instruction(opts.instruction)  # a bad template fails here
@@ -251,7 +261,7 @@ def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: 
         raise CurateError(f"nothing to export: of {sum(s.records for s in sources)} records, {len(dropped)} matched "
                           f"--decontaminate sets and {len(dev)} went to dev; no training records are left")
     batches = BatchOptions(opts.batch_size, opts.batch_layout, opts.task_order, opts.mixed_tail)
-    ordering = order(train, dev, curriculum, opts.negatives_per_row, batches, opts.seed, items)
+    ordering = order(train, dev, curriculum, opts.negatives_per_row, batches, opts.seed, items, opts.keep)
     for it in ordering.left_over:
         run.reject(it.record.id, "batch-repeat", split=it.split, source=it.source)
     instruction = instruction or Instruction(resolve("auto", {it.record.task for it in items}))

@@ -138,3 +138,27 @@ def test_the_cards_code_trains_with_the_teachers_scores(exported):
     assert all({"contrast", "distill"} <= set(h) for h in trainer.state.log_history if "loss" in h)
     assert trainer.state.global_step == 3  # 9 training rows in batches of 4
     assert all(h["loss"] == h["loss"] for h in trainer.state.log_history if "loss" in h)  # no NaN
+
+
+@pytest.mark.parametrize("keep", ["level", "rank"])
+def test_a_row_keeps_the_negative_its_keep_rule_names(tmp_path, keep):
+    """With ``mine --scores hybrid`` a record's scores are the hybrid's, and its levels with them,
+    while the negatives were chosen (and ranked) by the mining teacher. One negative a row: by
+    level the hybrid's favourite is kept, by rank the teacher's first choice."""
+    records = []
+    for k in range(8):
+        # the teacher ranked them a, b, c; the hybrid scores b above a
+        negs = [{"text": f"{name} passage {k}", "source": "mined", "mine_rank": rank, "teacher_score": score}
+                for name, rank, score in (("first", 1, 0.40 - k / 100), ("second", 2, 0.55 - k / 100),
+                                          ("third", 3, 0.30 - k / 100))]
+        records.append({"id": f"r{k}", "task_type": "retrieval", "task": "Find the passage.", "query": f"query {k}",
+                        "positive": f"the answer {k}", "negatives": negs,
+                        "teacher": {"model": "hybrid", "positive": 0.7, "positive_rank": 1, "positives": [0.7],
+                                    "stage": "mine"}})
+    write_jsonl(tmp_path / "records.jsonl", records)
+    run_export(ExportOptions(inputs=(str(tmp_path / "records.jsonl"),), out=str(tmp_path / "out"), batch_size=4,
+                             negatives_per_row=1, dev_fraction=0.0, audit=False, keep=keep))
+    rows = _rows(tmp_path / "out", "train")
+    assert len(rows) == 8
+    kept = {row["negative_1"].split()[0] for row in rows}
+    assert kept == ({"second"} if keep == "level" else {"first"})
