@@ -88,6 +88,11 @@ async def brainstorm(
     stats.resumed = len(kept)
     if len(kept) >= n:
         return kept
+    from curate.llm.batch import plan_of
+
+    if getattr(plan_of(client), "mode", None) == "vllm":  # the plan the client was opened with
+        raise CurateError(f"--batch vllm: brainstorming {spec.family}'s tasks asks a server; run curate brainstorm "
+                          "without --batch first, or give --tasks-file or --from-corpus")
 
     step = spec.brainstorm
     per_call = spec.tasks_per_call

@@ -245,9 +245,6 @@ def _brainstorm_for(opts: GenerateOptions, names: Sequence[str]) -> dict[str, An
         path = Path(bopts.out) / TASKS
         if path.is_file() and len(load_tasks(path)) >= need and is_done(BRAINSTORM, bopts):
             continue
-        if opts.llm.batch == "vllm":
-            raise CurateError(f"--batch vllm: brainstorming {family}'s tasks asks a server; run curate brainstorm "
-                              "first, or give --tasks-file or --from-corpus")
         report, _ = run_stage(BRAINSTORM, bopts)
         ran[family] = report["families"][family]
     return ran

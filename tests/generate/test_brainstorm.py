@@ -72,3 +72,28 @@ def test_existing_task_file_is_reused_and_extended(tmp_path):
     tasks = asyncio.run(brainstorm(spec, 4, client, tmp_path / "tasks.jsonl", seed=1, stats=RunStats("b")))
     assert [t.task for t in tasks] == DISTINCT[:4]
     assert len(read_jsonl(tmp_path / "tasks.jsonl")) == 4, "nothing written twice"
+
+
+def test_a_client_opened_for_vllms_offline_runner_brainstorms_only_what_it_has(tmp_path):
+    """Brainstorming asks in waves, which vLLM's offline runner cannot answer: a client opened
+    with that plan refuses in one line when tasks are missing, and gives back those it has."""
+    import pytest
+
+    from curate.core.errors import CurateError
+
+    class OfflineClient(ScriptedClient):
+        class cfg:
+            model = "scripted"
+
+            class batch:
+                mode = "vllm"
+
+    spec = load_spec("short-long")
+    asyncio.run(brainstorm(spec, 2, ScriptedClient([DISTINCT[:2]]), tmp_path / "tasks.jsonl", seed=1,
+                           stats=RunStats("b")))
+    offline = OfflineClient([DISTINCT[2:4]])
+    tasks = asyncio.run(brainstorm(spec, 2, offline, tmp_path / "tasks.jsonl", seed=1, stats=RunStats("b")))
+    assert [t.task for t in tasks] == DISTINCT[:2] and offline.calls == []
+    with pytest.raises(CurateError, match="--batch vllm: brainstorming short-long's tasks asks a server"):
+        asyncio.run(brainstorm(spec, 4, offline, tmp_path / "tasks.jsonl", seed=1, stats=RunStats("b")))
+    assert offline.calls == []
