@@ -165,7 +165,7 @@ class RowNegatives:
     for ``random``; the nearest levels where the record lacks it), or the hardest ``per_row`` (every
     one when None) under ``ordered`` and ``none``.  Dev rows (``phase=None``) carry the hardest, as many as training rows."""
 
-    def __init__(self, curriculum: Curriculum, per_row: int | None, seed: int, keep: str = "rank"):
+    def __init__(self, curriculum: Curriculum, per_row: int | None, seed: int, keep: str):
         self.curriculum = curriculum
         self.per_row = per_row if (per_row or curriculum.all_negatives) else 1
         self.keep = keep
@@ -256,7 +256,7 @@ class Ordering:
 
 
 def order(train: Sequence[Item], dev: Sequence[Item], curriculum: Curriculum, negatives_per_row: int | str | None,
-          batches: BatchOptions, seed: int, tasks: Sequence[Item], keep: str = "rank") -> Ordering:
+          batches: BatchOptions, seed: int, tasks: Sequence[Item], keep: str) -> Ordering:
     """Phases, batches and each row's negatives; ``tasks``: every record read (one task order for all);
     ``keep``: which negatives count as a record's hardest (``pick``)."""
     rank = task_rank(tasks, seed)
