@@ -4,7 +4,9 @@ The export a pipeline (or ``curate export``) wrote is what sentence-transformers
 its ``sentence-transformers`` Parquet files, in file order (the curriculum and batch layout the
 export chose), with the loss its card recommends: distillation on the teacher's scores
 (``DistillKLDivLoss``, the ``label`` column) when the rows carry them, else the contrastive
-``MultipleNegativesRankingLoss`` (``--loss`` picks another). The base model (default: the bundled
+``MultipleNegativesRankingLoss`` (``--loss`` names another; ``--loss pick`` trains each of
+``CANDIDATES`` and keeps the one the held-out queries score highest, since which recipe wins
+depends on the data and no default won on every shipped set). The base model (default: the bundled
 all-MiniLM-L6-v2, offline) and the trained one are both evaluated on every ``--eval`` BEIR folder,
 and on the run's own held-out set when it has one (``RUN/holdout/eval``), so the report holds NDCG@10,
 Recall@100 and MRR@10 before and after. Each evaluation also gets a verdict on its NDCG@10 change
@@ -54,6 +56,11 @@ SUGGESTED_QUERIES = 30
 # the fewest steps a default run takes: the learning rate warms up over the first tenth of them, and
 # a run of one step (a demo export of 9 rows) would take it at a learning rate of 0
 MIN_STEPS = 10
+# --loss pick's candidates, the plain contrastive recipe first: a tie keeps it. Which of them trains
+# the better model depends on the data (labelled or LLM-written queries, how far the teacher's scores
+# agree with the labels: docs/stages/train.md), so the user's held-out queries choose.
+CANDIDATES = ("mnrl", "mnrl+distill-kl", "distill-kl")
+CANDIDATES_DIR = "candidates"  # each candidate's fit, inside this run's folder; the kept one becomes FIT_DIR
 _BUDGET = {f.name: f for f in fields(Budget)}  # the trainer's budget: its defaults and ranges, declared once
 
 
@@ -70,9 +77,11 @@ class TrainOptions:
         "path": "dir", "help": "Folder for the model and report.json (default: RUN/train)."})
     base: str | None = field(default=None, metadata={
         "help": "Model to fine-tune: a sentence-transformers name or folder (default: the bundled all-MiniLM-L6-v2)."})
-    loss: Literal["auto", "mnrl", "distill-kl", "mnrl+distill-kl", "margin-mse", "masked"] = field(
+    loss: Literal["auto", "pick", "mnrl", "distill-kl", "mnrl+distill-kl", "margin-mse", "masked"] = field(
         default="auto", metadata={"help": "auto: distill-kl on the teacher's scores when the rows carry them (the "
-                                          "export card's recommendation), else mnrl."})
+                                          "export card's recommendation), else mnrl. pick: train mnrl, "
+                                          "mnrl+distill-kl and distill-kl and keep the one the held-out set (else the "
+                                          "first --eval) scores highest."})
     steps: int | None = field(default=None, metadata={
         "min": 1, "help": f"Optimiser steps (default: one pass over the rows, at least {MIN_STEPS})."})
     batch_size: int = _budget("batch_size", "Rows a step.")
@@ -135,10 +144,25 @@ def eval_sets(opts: TrainOptions) -> list[EvalSet]:
 
 
 def check(opts: TrainOptions) -> None:
-    train_files(opts.run)
+    import pyarrow.parquet as pq
+
+    from curate.train.fit import SCORED
+
+    files = train_files(opts.run)
     for s in eval_sets(opts):
         if not (Path(s.folder) / "corpus.jsonl").is_file():
             raise CurateError(f"--eval {s.folder}: not a BEIR folder (no corpus.jsonl)")
+    scored = "label" in pq.read_schema(files[0]).names
+    if opts.loss == "pick":
+        if not eval_sets(opts):
+            raise CurateError(f"--loss pick keeps the loss that held-out queries score highest, and {opts.run} has "
+                              "none (no holdout/eval): give an --eval folder, or a --loss")
+        if not scored:
+            raise CurateError("--loss pick chooses among losses that read the teacher's scores, which this export's "
+                              "rows do not carry (export with scores, or --loss mnrl)")
+    elif opts.loss in SCORED and not scored:
+        raise CurateError(f"--loss {opts.loss} reads the teacher's scores, which this export's rows do not carry "
+                          "(export with scores, or --loss mnrl)")
 
 
 def _also_reads(opts: TrainOptions) -> list[Path]:
@@ -188,7 +212,13 @@ def _verdict(change: Change, s: EvalSet, run: Path) -> str:
     return f"{change.verdict}; {hint}" if hint else change.verdict
 
 
-def _evaluation(s: EvalSet, before: dict[str, Any], after: dict[str, Any], run: Path) -> dict[str, Any]:
+# said beside the verdict of the set --loss pick chose on: the best of several on the same queries
+# is read high, by about as much as the candidates differ there
+PICKED_ON = "the loss was picked on these queries, so the change reads high"
+
+
+def _evaluation(s: EvalSet, before: dict[str, Any], after: dict[str, Any], run: Path,
+                picked_on: bool = False) -> dict[str, Any]:
     """One evaluation's entry in the report: sizes, both sides' means, and the change's verdict."""
     from curate.evaluate.paired import paired_change
 
@@ -196,7 +226,51 @@ def _evaluation(s: EvalSet, before: dict[str, Any], after: dict[str, Any], run: 
     return {"data": s.folder, "split": s.split, "held_out": s.held_out, "light": s.light,
             "queries": before["queries"], "docs": before["docs"], "before": before["metrics"],
             "after": after["metrics"], "change": {"metric": VERDICT_METRIC, **change.to_json()},
-            "verdict": _verdict(change, s, run)}
+            "verdict": _verdict(change, s, run), "picked_on": picked_on}
+
+
+def _fit(opts: TrainOptions, run, loss: str, budget: Budget, where: str):
+    """One fine-tune through the ``fit`` stage in ``where`` inside this run: its options, report and seconds."""
+    from curate.core.stage import STAGES, run_stage
+    from curate.train.fit import Training
+
+    FIT = STAGES.get("fit")
+    fit = FIT.options(rows=str(export_folder(opts.run)), out=str(run.path(where)), base=opts.base, budget=budget,
+                      seed=opts.seed, training=Training(loss=loss).changed())
+    started = time.perf_counter()
+    fitted, _ = run_stage(FIT, fit, quiet=True)
+    return fit, fitted, time.perf_counter() - started
+
+
+def _pick(opts: TrainOptions, run, budget: Budget, s: EvalSet) -> tuple[str, dict[str, Any]]:
+    """``--loss pick``: every candidate fitted and scored on ``s``; the highest NDCG@10 is kept (a tie:
+    the earlier candidate), its fit moved to ``FIT_DIR``. Each other candidate's report stays in
+    ``CANDIDATES_DIR`` with its paired change against the kept one; its model is removed (a
+    candidate is a whole model: three of a large one fill a disk)."""
+    import os
+    import shutil
+
+    from curate.evaluate.paired import paired_change
+
+    tried = []
+    for loss in CANDIDATES:
+        fit, fitted, seconds = _fit(opts, run, loss, budget, f"{CANDIDATES_DIR}/{loss}")
+        scored = _evaluate(s, run.dir, f"{loss}-trained", fit=fit.out)
+        tried.append({"loss": loss, "fit": fit, "training": fitted["training"], "train_s": seconds, **scored})
+    best = max(tried, key=lambda t: t["metrics"][VERDICT_METRIC])  # max keeps the first of equals
+    candidates = []
+    for t in tried:
+        entry = {"loss": t["loss"], VERDICT_METRIC: t["metrics"][VERDICT_METRIC], "train_s": round(t["train_s"], 1)}
+        if t is best:
+            os.replace(t["fit"].out, run.path(FIT_DIR))
+            entry["kept"] = True
+        else:
+            change = paired_change(t["per_query"], best["per_query"])  # the kept one's lead over this one
+            entry.update(kept=False, lead={"metric": VERDICT_METRIC, **change.to_json()}, verdict=change.verdict)
+            shutil.rmtree(Path(t["fit"].out) / "model", ignore_errors=True)
+        candidates.append(entry)
+    return best["loss"], {"on": s.folder, "queries": best["queries"], "candidates": candidates,
+                          "training": best["training"], "train_s": sum(t["train_s"] for t in tried)}
 
 
 def train_stage(opts: TrainOptions, run) -> dict[str, Any]:
@@ -208,37 +282,40 @@ def train_stage(opts: TrainOptions, run) -> dict[str, Any]:
 
     os.environ.setdefault("TQDM_DISABLE", "1")  # the libraries' bars (datasets, the model card's widget
     # examples): curate's own training bar and lines stay
-    from curate.core.stage import STAGES, run_stage
-    from curate.train.fit import SCORED, Training
-
     files = train_files(opts.run)
     columns = pq.read_schema(files[0]).names
     rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
-    loss = opts.loss if opts.loss != "auto" else ("distill-kl" if "label" in columns else "mnrl")
-    if loss in SCORED and "label" not in columns:
-        raise CurateError(f"--loss {loss} reads the teacher's scores, which this export's rows do not carry "
-                          "(export with scores, or --loss mnrl)")
     steps = opts.steps or max(MIN_STEPS, math.ceil(rows / opts.batch_size))
     budget = Budget(steps=steps, batch_size=opts.batch_size, lr=opts.lr, max_seq_length=opts.max_seq_length)
-    FIT = STAGES.get("fit")
-    fit = FIT.options(rows=str(export_folder(opts.run)), out=str(run.path(FIT_DIR)), base=opts.base, budget=budget,
-                      seed=opts.seed, training=Training(loss=loss).changed())
     sets = eval_sets(opts)
     before = [_evaluate(s, run.dir, "base", model=opts.base) for s in sets]
-    started = time.perf_counter()
-    fitted, _ = run_stage(FIT, fit, quiet=True)
-    seconds = time.perf_counter() - started
-    after = [_evaluate(s, run.dir, "trained", fit=fit.out) for s in sets]
-    evaluations = [_evaluation(s, b, a, Path(opts.run)) for s, b, a in zip(sets, before, after)]
-    add_to_model_card(run.path(MODEL), evaluations)
+    pick = None
+    if opts.loss == "pick":  # check() made sure there is a set to pick on and scores to distil
+        from curate.evaluate.paired import MIN_QUERIES
+
+        if before[0]["queries"] < MIN_QUERIES:  # known once scored: the held-out split is by document
+            hint = more_queries(Path(opts.run)) if sets[0].held_out else ""
+            raise CurateError(f"--loss pick: {sets[0].folder} has {before[0]['queries']} queries, too few to pick a "
+                              f"loss by (at least {MIN_QUERIES}){'; ' + hint if hint else ''}; or give a --loss")
+        loss, pick = _pick(opts, run, budget, sets[0])
+        training, seconds = pick.pop("training"), pick.pop("train_s")
+    else:
+        loss = opts.loss if opts.loss != "auto" else ("distill-kl" if "label" in columns else "mnrl")
+        _, fitted, seconds = _fit(opts, run, loss, budget, FIT_DIR)
+        training = fitted["training"]
+    after = [_evaluate(s, run.dir, "trained", fit=str(run.path(FIT_DIR))) for s in sets]
+    evaluations = [_evaluation(s, b, a, Path(opts.run), picked_on=pick is not None and i == 0)
+                   for i, (s, b, a) in enumerate(zip(sets, before, after))]
+    add_to_model_card(run.path(MODEL), evaluations, pick)
     return {"export": str(export_folder(opts.run)), "files": [f.name for f in files], "base": opts.base or
-            "all-MiniLM-L6-v2 (bundled)", "model": MODEL, "loss": loss, "training": fitted["training"],
-            "train_s": round(seconds, 1), "evaluations": evaluations, "light": opts.light}
+            "all-MiniLM-L6-v2 (bundled)", "model": MODEL, "loss": loss, "training": training,
+            "train_s": round(seconds, 1), "evaluations": evaluations, "light": opts.light,
+            **({"pick": pick} if pick else {})}
 
 
-def add_to_model_card(model: Path, evaluations: list[dict[str, Any]]) -> None:
+def add_to_model_card(model: Path, evaluations: list[dict[str, Any]], pick: dict[str, Any] | None = None) -> None:
     """The model's README.md (sentence-transformers' card) ends with the before -> after table, so
-    the model carries its own number wherever it is copied or pushed."""
+    the model carries its own number wherever it is copied or pushed (and, picked, how its loss was)."""
     if not evaluations:
         return
     head = "| data | queries | " + " | ".join(f"{m} before | {m} after" for m in METRICS) + " | verdict |"
@@ -250,6 +327,8 @@ def add_to_model_card(model: Path, evaluations: list[dict[str, Any]]) -> None:
         cells = [f"{e['before'][m]:.4f} | {e['after'][m]:.4f}" for m in METRICS]
         lines.append(f"| {Path(e['data']).as_posix()} ({e['split']}) | {e['queries']} | " + " | ".join(cells)
                      + f" | {_said(e).replace('|', '/')} |")
+    if pick:
+        lines += ["", _picked(pick)]
     card = model / "README.md"
     text = card.read_text(encoding="utf-8") if card.is_file() else ""
     card.write_text(text.rstrip("\n") + "\n" + "\n".join(lines) + "\n", encoding="utf-8")
@@ -258,7 +337,8 @@ def add_to_model_card(model: Path, evaluations: list[dict[str, Any]]) -> None:
 def funnel(report: dict[str, Any], folder: Path) -> dict[str, Any]:
     """The training and every evaluation; the first evaluation (the held-out set when there is
     one) is the page's number, with its size and verdict."""
-    evaluations = [{k: e.get(k) for k in ("data", "queries", "before", "after", "held_out", "change", "verdict")}
+    evaluations = [{k: e.get(k) for k in ("data", "queries", "before", "after", "held_out", "change", "verdict",
+                                          "picked_on")}
                    for e in report["evaluations"]]
     first = evaluations[0] if evaluations else None
     return {"rows": report["training"]["rows"], "steps": report["training"]["steps"], "loss": report["loss"],
@@ -267,16 +347,33 @@ def funnel(report: dict[str, Any], folder: Path) -> dict[str, Any]:
             "ndcg_after": first["after"]["ndcg@10"] if first else None,
             "eval": first["data"] if first else None, "queries": first["queries"] if first else None,
             "held_out_queries": first["queries"] if first and first["held_out"] else None,
-            "verdict": _said(first) if first else None, "evaluations": evaluations}
+            "verdict": _said(first) if first else None, "evaluations": evaluations,
+            "pick": _picked(report["pick"]) if report.get("pick") else None}
 
 
 def _said(e: dict[str, Any]) -> str:
     """An evaluation's verdict, with its interval when it has one (a report from before verdicts: none)."""
     change = e.get("change") or {}
+    note = f"; {PICKED_ON}" if e.get("picked_on") else ""
     if change.get("low") is None:
-        return e.get("verdict") or "no verdict (trained before curate gave one: train again to get it)"
+        return (e.get("verdict") or "no verdict (trained before curate gave one: train again to get it)") + note
     level = round(100 * change["level"])
-    return f"{e['verdict']} ({level}% interval {change['low']:+.4f} to {change['high']:+.4f})"
+    return f"{e['verdict']} ({level}% interval {change['low']:+.4f} to {change['high']:+.4f}){note}"
+
+
+def _picked(pick: dict[str, Any]) -> str:
+    """``--loss pick``'s choice in one line: each candidate's NDCG@10 on the set it was picked on,
+    and the kept one's lead over each other with its interval."""
+    kept = next(c for c in pick["candidates"] if c["kept"])
+    tried = ", ".join(f"{c['loss']} {c[VERDICT_METRIC]:.4f}" for c in pick["candidates"])
+    leads = []
+    for c in pick["candidates"]:
+        lead = c.get("lead") or {}
+        if not c["kept"]:
+            interval = "" if lead.get("low") is None else f", 95% interval {lead['low']:+.4f} to {lead['high']:+.4f}"
+            leads.append(f"{lead.get('mean', 0):+.4f} over {c['loss']} ({c['verdict']}{interval})")
+    return (f"loss picked on {Path(pick['on']).as_posix()} ({pick['queries']} queries): {tried}; kept {kept['loss']}, "
+            + "; ".join(leads))
 
 
 def _line(e: dict[str, Any]) -> str:
@@ -286,7 +383,7 @@ def _line(e: dict[str, Any]) -> str:
 
 def present(f: dict[str, Any]) -> FunnelRow:
     line = f"{f['steps']} steps on {f['rows']} rows ({f['loss']}, {f['train_s']:.0f} s) -> {f['model']}"
-    lines = [("train", line)]
+    lines = [("train", line)] + ([("", f["pick"])] if f.get("pick") else [])
     lines += [("", _line(e)) for e in f.get("evaluations") or []]
     if not f.get("evaluations"):
         lines.append(("", "no evaluation: the run has no held-out set (RUN/holdout/eval) and no --eval was given"))
