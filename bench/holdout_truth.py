@@ -68,16 +68,22 @@ def summary(runs: list[dict], metric: str = "ndcg@10") -> dict:
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parser(doc: str, n: int) -> argparse.ArgumentParser:
+    """The options a pipeline-then-train benchmark takes (this one's and ``pick_truth.py``'s)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--collections", nargs="+", default=["nq-utd", "scifact", "nfcorpus"])
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    ap.add_argument("-n", type=int, default=60)
+    ap.add_argument("-n", type=int, default=n)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--light", action="store_true")
-    ap.add_argument("--fresh-queries", action="store_true", help="new queries a seed (-n LLM calls each)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--json", default=None)
+    return ap
+
+
+def main() -> None:
+    ap = parser(__doc__, 60)
+    ap.add_argument("--fresh-queries", action="store_true", help="new queries a seed (-n LLM calls each)")
     args = ap.parse_args()
     results = {}
     for c in args.collections:

@@ -18,7 +18,6 @@ collection; each seed is another held-out split (``--eval-seed``) and training o
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -27,7 +26,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from holdout_truth import SHARED, curate  # noqa: E402
+from holdout_truth import SHARED, curate, parser  # noqa: E402
 
 from curate.train.main import CANDIDATES  # noqa: E402
 
@@ -72,14 +71,7 @@ def summary(runs: list[dict]) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--collections", nargs="+", default=["nq-utd", "scifact", "nfcorpus"])
-    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    ap.add_argument("-n", type=int, default=150)
-    ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--light", action="store_true")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--json", default=None)
+    ap = parser(__doc__, 150)
     args = ap.parse_args()
     results = {}
     for c in args.collections:
