@@ -85,20 +85,22 @@ def main() -> None:
     ap = parser(__doc__, 60)
     ap.add_argument("--fresh-queries", action="store_true", help="new queries a seed (-n LLM calls each)")
     args = ap.parse_args()
+    run_all(args, one, summary, fresh_queries=args.fresh_queries)
+
+
+def run_all(args, one, summary, **budget) -> None:
+    """Every collection and seed through ``one``; its ``summary`` printed and the JSON written after
+    each collection, so a long run's finished parts are kept. ``budget``: more of what the run used."""
     results = {}
     for c in args.collections:
         runs = [one(c, s, args) for s in args.seeds]
         results[c] = {"runs": runs, "summary": summary(runs)}
         print(c, json.dumps(results[c]["summary"]), flush=True)
-        write(args, results)  # after each collection: a long run's finished parts are kept
-
-
-def write(args, results: dict) -> None:
-    doc = {"budget": {"n": args.n, "steps": args.steps, "batch_size": 16, "light": args.light, "seeds": args.seeds,
-                     "fresh_queries": args.fresh_queries, "machine": f"{os.cpu_count()} CPU cores, no GPU"},
-           "results": results}
-    if args.json:
-        Path(args.json).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+        doc = {"budget": {"n": args.n, "steps": args.steps, "batch_size": 16, "light": args.light,
+                          "seeds": args.seeds, **budget, "machine": f"{os.cpu_count()} CPU cores, no GPU"},
+               "results": results}
+        if args.json:
+            Path(args.json).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

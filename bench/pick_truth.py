@@ -19,14 +19,13 @@ collection; each seed is another held-out split (``--eval-seed``) and training o
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from holdout_truth import SHARED, curate, parser  # noqa: E402
+from holdout_truth import SHARED, curate, parser, run_all  # noqa: E402
 
 from curate.train.main import CANDIDATES  # noqa: E402
 
@@ -71,18 +70,7 @@ def summary(runs: list[dict]) -> dict:
 
 
 def main() -> None:
-    ap = parser(__doc__, 150)
-    args = ap.parse_args()
-    results = {}
-    for c in args.collections:
-        runs = [one(c, s, args) for s in args.seeds]
-        results[c] = {"runs": runs, "summary": summary(runs)}
-        print(c, json.dumps(results[c]["summary"]), flush=True)
-        if args.json:  # after each collection: a long run's finished parts are kept
-            doc = {"budget": {"n": args.n, "steps": args.steps, "batch_size": 16, "light": args.light,
-                              "seeds": args.seeds, "candidates": list(CANDIDATES),
-                              "machine": f"{os.cpu_count()} CPU cores, no GPU"}, "results": results}
-            Path(args.json).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    run_all(parser(__doc__, 150).parse_args(), one, summary, candidates=list(CANDIDATES))
 
 
 if __name__ == "__main__":
