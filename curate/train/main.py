@@ -148,13 +148,13 @@ def check(opts: TrainOptions) -> None:
 
     from curate.train.fit import SCORED
 
-    files = train_files(opts.run)
-    for s in eval_sets(opts):
+    files, sets = train_files(opts.run), eval_sets(opts)
+    for s in sets:
         if not (Path(s.folder) / "corpus.jsonl").is_file():
             raise CurateError(f"--eval {s.folder}: not a BEIR folder (no corpus.jsonl)")
     scored = "label" in pq.read_schema(files[0]).names
     if opts.loss == "pick":
-        if not eval_sets(opts):
+        if not sets:
             raise CurateError(f"--loss pick keeps the loss that held-out queries score highest, and {opts.run} has "
                               "none (no holdout/eval): give an --eval folder, or a --loss")
         if not scored:
