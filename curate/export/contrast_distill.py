@@ -14,6 +14,13 @@ so summed with the contrastive loss it moved nothing. Here the KL is left unscal
 push the student's cosines with gradients of one size, and ``distill_weight`` says how the two are
 weighed (1: equal; 10 is the CADET setting, the contrastive term at a tenth of the KL).
 
+Near positives (``near_positive``, off by default): a row's negative that the teacher scores at or
+above ``near_positive`` x its positive's score is likely relevant too. One-hot, the contrastive term
+would push it away at full strength; the KL already gives it the share the teacher gives it. With
+``near_positive`` set, such a negative is left out of that row's contrastive softmax and kept in the
+KL (CADET's listwise recipe). Mining's positive-aware rule drops those candidates before they reach
+a row, so this acts on lists mined without it (``curate mine --method naive``).
+
 Temperatures: the student's cosines are divided by ``temperature`` (0.05, the contrastive loss's
 scale of 20) and the teacher's scores by ``teacher_temperature``. By default the two are equal,
 because curate's teacher scores are cosines (or BM25 mixed into one) on the student's own scale:
@@ -27,6 +34,7 @@ scored data (``contrast_distill.py``) so a training machine needs no curate.
     from contrast_distill import ContrastAndDistill  # or: from curate.export.contrast_distill import ...
     loss = ContrastAndDistill(model, temperature=0.05)
     loss = ContrastAndDistill(model, temperature=0.05, teacher_temperature=0.3, distill_weight=10)  # CADET's
+    loss = ContrastAndDistill(model, temperature=0.05, near_positive=0.95)  # near positives: KL only
 """
 
 from __future__ import annotations
@@ -54,18 +62,48 @@ def listwise_kl(embeddings: list[torch.Tensor], teacher_scores: torch.Tensor, te
     return F.kl_div(student, teacher, reduction="batchmean")
 
 
+def near_positives(teacher_scores: torch.Tensor, near_positive: float) -> torch.Tensor:
+    """Which of each row's negatives (columns 1..n of ``teacher_scores``; column 0 is the positive) the
+    teacher scores at or above ``near_positive`` x the positive's score: a (rows, n) boolean mask. A
+    row whose positive scores 0 or below has none (the ratio says nothing there)."""
+    positive = teacher_scores[:, :1]
+    return (teacher_scores[:, 1:] >= near_positive * positive) & (positive > 0)
+
+
+def masked_contrast(embeddings: list[torch.Tensor], masked: torch.Tensor, scale: float,
+                    reduction: str = "mean") -> torch.Tensor:
+    """The contrastive loss of ``MultipleNegativesRankingLoss`` (each query's positive against every
+    positive and negative of the batch, cosines times ``scale``) with each row's ``masked`` own
+    negatives (a (rows, n) mask) left out of that row's softmax; they stay in the other rows' as
+    in-batch negatives. ``reduction``: ``mean`` over rows, or ``none`` for each row's term."""
+    query, *texts = embeddings
+    rows = query.shape[0]
+    candidates = torch.cat(texts, dim=0)  # positives, then each negative column: column j * rows + i is row i's
+    logits = scale * F.cosine_similarity(query.unsqueeze(1), candidates.unsqueeze(0), dim=-1)
+    own = torch.zeros_like(logits, dtype=torch.bool)
+    index = torch.arange(rows, device=query.device)
+    for j in range(masked.shape[1]):
+        own[index, (j + 1) * rows + index] = masked[:, j].to(query.device)
+    logits = logits.masked_fill(own, float("-inf"))
+    return F.cross_entropy(logits, index, reduction=reduction)
+
+
 class ContrastAndDistill(torch.nn.Module):
     """``MultipleNegativesRankingLoss`` plus ``distill_weight`` x the listwise KL to the teacher on the
     same rows: columns anchor, positive, negative_1..n and a ``label`` with the teacher's n + 1 scores.
-    ``temperature`` is the student's; ``teacher_temperature`` (None: the same) the teacher's."""
+    ``temperature`` is the student's; ``teacher_temperature`` (None: the same) the teacher's;
+    ``near_positive`` (None: off) leaves near-positive negatives out of the contrastive term."""
 
     def __init__(self, model, temperature: float = 0.05, teacher_temperature: float | None = None,
-                 distill_weight: float = 1.0):
+                 distill_weight: float = 1.0, near_positive: float | None = None):
         super().__init__()
         teacher_temperature = temperature if teacher_temperature is None else teacher_temperature
         if not (temperature > 0 and teacher_temperature > 0 and distill_weight >= 0):
             raise ValueError("temperatures must be above 0 and distill_weight at least 0, got "
                              f"{temperature}, {teacher_temperature}, {distill_weight}")
+        if near_positive is not None and not 0 < near_positive <= 1:
+            raise ValueError(f"near_positive must be in (0, 1], got {near_positive}")
+        self.near_positive = near_positive
         self.model = model
         self.temperature = temperature
         self.teacher_temperature = teacher_temperature
@@ -79,10 +117,12 @@ class ContrastAndDistill(torch.nn.Module):
         else:
             embeddings = embed_columns(self.model, sentence_features)
             contrast = self.contrast.compute_loss_from_embeddings(embeddings, None)
+        if self.near_positive is not None:
+            contrast = masked_contrast(embeddings, near_positives(labels, self.near_positive), self.contrast.scale)
         distill = listwise_kl(embeddings, labels, self.temperature, self.teacher_temperature)
         return {"contrast": contrast, "distill": self.distill_weight * distill}
 
     def get_config_dict(self) -> dict:
         """What the trained model's card records about this loss."""
         return {"temperature": self.temperature, "teacher_temperature": self.teacher_temperature,
-                "distill_weight": self.distill_weight}
+                "distill_weight": self.distill_weight, "near_positive": self.near_positive}

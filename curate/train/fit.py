@@ -75,6 +75,10 @@ class Training:
                 "so 1 gives both terms gradients of one size; 10 is CADET's contrastive weight 0.1)."})
     # masked: a candidate the teacher scores above (1 - margin) x the positive's score is masked
     margin: float = field(default=0.05, metadata={"min": 0.0, "max": 1.0})
+    mask_near: bool = field(default=False, metadata={
+        "help": "mnrl+distill-kl: leave a row's negatives the teacher scores at or above (1 - margin) x its "
+                "positive out of the contrastive term, keeping them in the KL (CADET's near positives); "
+                "mine with method: naive, whose lists keep them."})
 
     def changed(self) -> dict[str, Any]:
         """The keys that differ from the defaults (what names a run)."""
@@ -117,6 +121,8 @@ def make_loss(model, training: Training, rows, guide: str | None, batch_size: in
                               "column (a row lacks a teacher score: see its card's notes)")
         if not any(c.startswith("negative") for c in rows.column_names):
             raise CurateError(f"loss {training.loss} needs a negative on each row, and these rows have none")
+    if training.mask_near and training.loss != "mnrl+distill-kl":
+        raise CurateError(f"mask_near masks the contrastive term of mnrl+distill-kl, and the loss is {training.loss}")
     if training.loss == "margin-mse":
         return losses.MarginMSELoss(model)
     if training.loss == "distill-kl":  # alone its T^2 factor is harmless: Adam does not see a loss's scale
@@ -127,7 +133,8 @@ def make_loss(model, training: Training, rows, guide: str | None, batch_size: in
 
         return ContrastAndDistill(model, temperature=training.temperature,
                                   teacher_temperature=training.teacher_temperature,
-                                  distill_weight=training.distill_weight)
+                                  distill_weight=training.distill_weight,
+                                  near_positive=1 - training.margin if training.mask_near else None)
     if training.loss == "masked":
         # the cached form takes any number of negatives a row; one mini-batch a batch, so it computes what
         # the plain form would; no anchor-anchor or positive-positive terms, so only the masking differs
@@ -191,4 +198,15 @@ def fine_tune(student: str | None, rows, budget: Budget, seed: int, in_order: bo
             "first_loss": losses[0] if losses else None, "last_loss": losses[-1] if losses else None,
             "device": str(model.device), "loss": training.loss,
             "order": "export" if in_order else "no-duplicates",
+            **({"near_positives_masked": _near_positive_count(rows, training)} if training.mask_near else {}),
             **({"options": training.changed()} if training.changed() else {})}
+
+
+def _near_positive_count(rows, training: Training) -> int:
+    """How many of the rows' negatives ``mask_near`` leaves out of the contrastive term: 0 says the
+    option did nothing (the mining's positive-aware rule had dropped them all)."""
+    import torch
+
+    from curate.export.contrast_distill import near_positives
+
+    return int(near_positives(torch.tensor(rows["label"], dtype=torch.float32), 1 - training.margin).sum())

@@ -49,6 +49,7 @@ def _grid(tmp_path, beir, text):
     ("arms: {a: {generate: {task: short-long}}}", "arm 'a' generate: task 'short-long': --from-corpus needs a spec"),
     ("arms: {a: {generate: {task: no-such-spec}}}", "unknown task family 'no-such-spec'"),
     ("arms: {a: {generate: {task: from-corpus, queries: title}}}", "task names a spec for the passages"),
+    ("arms: {a: {train: {loss: distill-kl, mask_near: true}}}", "mask_near masks the contrastive term of mnrl+"),
 ])
 def test_a_bad_grid_value_is_one_line_naming_the_grid_when_read(tmp_path, beir, text, needle):
     grid = _grid(tmp_path, beir, text)

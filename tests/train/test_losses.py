@@ -65,8 +65,8 @@ def _ratio(norms: dict[str, float]) -> float:
     return big / small if small > 0 else float("inf")
 
 
-@pytest.mark.parametrize("options", [{}, {"teacher_temperature": 0.3, "distill_weight": 10.0}],
-                         ids=["default", "cadet"])
+@pytest.mark.parametrize("options", [{}, {"teacher_temperature": 0.3, "distill_weight": 10.0},
+                                     {"near_positive": 0.95}], ids=["default", "cadet", "near-positives"])
 def test_each_part_of_the_sum_moves_the_student(student, batch, options):
     features, labels = batch
     loss = ContrastAndDistill(student, temperature=0.05, **options)
@@ -119,3 +119,79 @@ def test_an_ablation_never_takes_a_result_made_before_the_scored_losses_changed(
         now = FIT.options(rows=str(tmp_path), out="", training=Training(loss=loss).changed())
         assert fingerprint(FIT, then) != fingerprint(FIT, now)
     assert Training().changed() == {} and Training(loss="masked").changed() == {"loss": "masked"}
+
+
+def _embeddings(student, features):
+    """Each column's embeddings as leaves of their own, so a gradient can be read per text."""
+    import torch
+
+    with torch.no_grad():
+        columns = [student(dict(f))["sentence_embedding"] for f in features]
+    return [c.detach().clone().requires_grad_(True) for c in columns]
+
+
+def test_with_nothing_near_the_masked_contrast_is_the_contrastive_loss(student, batch):
+    """No negative of the batch is near its positive (0.95 of it): the masked form computes exactly
+    what ``MultipleNegativesRankingLoss`` does, so switching the option on changes only masked rows."""
+    from curate.export.contrast_distill import masked_contrast, near_positives
+
+    features, labels = batch
+    contrast = ContrastAndDistill(student).contrast
+    if not hasattr(contrast, "compute_loss_from_embeddings"):  # pragma: no cover - sentence-transformers before 6
+        pytest.skip("no loss-from-embeddings form to compare with")
+    embeddings = _embeddings(student, features)
+    labels = labels.clone()
+    labels[:, 1] = 0.8 * labels[:, 0]
+    assert not near_positives(labels, 0.95).any()
+    plain = contrast.compute_loss_from_embeddings(embeddings, None)
+    masked = masked_contrast(embeddings, near_positives(labels, 0.95), 20.0)
+    assert abs(float(masked) - float(plain)) < 1e-5, (float(masked), float(plain))
+
+
+def test_a_near_positive_leaves_the_contrast_and_stays_in_the_distillation(student, batch):
+    """Row 0's first negative scored at 0.97 of its positive: row 0's contrastive term no longer
+    moves that text (its gradient is exactly 0; it stays an in-batch negative of the other rows),
+    while each other row's term still pushes its own negative; the KL still moves it. Row 1's
+    negative at 0.9 of its positive stays in both."""
+    import torch
+
+    from curate.export.contrast_distill import listwise_kl, masked_contrast, near_positives
+
+    features, labels = batch
+    labels = labels.clone()
+    labels[:, 1] = 0.8 * labels[:, 0]
+    labels[0, 1] = 0.97 * labels[0, 0]
+    labels[1, 1] = 0.90 * labels[1, 0]
+    mask = near_positives(labels, 0.95)
+    assert mask.sum() == 1 and mask[0, 0]
+    embeddings = _embeddings(student, features)
+    negative = embeddings[2]  # negative_1, one row per query
+    per_row = masked_contrast(embeddings, mask, 20.0, reduction="none")
+    own = [torch.autograd.grad(per_row[i], negative, retain_graph=True)[0][i] for i in range(ROWS)]
+    assert float(own[0].norm()) == 0.0
+    assert all(float(g.norm()) > 0 for g in own[1:])
+    unmasked = masked_contrast(embeddings, torch.zeros_like(mask), 20.0, reduction="none")
+    assert float(torch.autograd.grad(unmasked[0], negative)[0][0].norm()) > 0  # the mask is what stopped it
+    (distill,) = torch.autograd.grad(listwise_kl(embeddings, labels, 0.05, 0.05), negative)
+    assert float(distill[0].norm()) > 0
+    loss = ContrastAndDistill(student, near_positive=0.95)
+    assert loss.get_config_dict()["near_positive"] == 0.95
+
+
+def test_mask_near_reaches_the_loss_and_the_fit_counts_what_it_masked(student, tmp_path):
+    """``Training(mask_near=True)`` builds the masking sum at 1 - margin, and refuses a loss without
+    a contrastive term; the count the fit reports is the rows' near-positive negatives."""
+    from datasets import Dataset
+
+    from curate.core.errors import CurateError
+    from curate.train.fit import Training, _near_positive_count, make_loss
+
+    rows = Dataset.from_dict({"anchor": ["q", "r"], "positive": ["p", "s"], "negative_1": ["n", "m"],
+                              "negative_2": ["o", "t"], "label": [[0.7, 0.69, 0.3], [0.8, 0.5, 0.79]]})
+    loss = make_loss(student, Training(loss="mnrl+distill-kl", mask_near=True), rows, None, 2)
+    assert loss.near_positive == pytest.approx(0.95)
+    assert make_loss(student, Training(loss="mnrl+distill-kl"), rows, None, 2).near_positive is None
+    assert _near_positive_count(rows, Training(loss="mnrl+distill-kl", mask_near=True)) == 2
+    assert _near_positive_count(rows, Training(loss="mnrl+distill-kl", mask_near=True, margin=0.001)) == 0
+    with pytest.raises(CurateError, match="mask_near"):
+        make_loss(student, Training(loss="distill-kl", mask_near=True), rows, None, 2)
