@@ -116,9 +116,11 @@ class ContrastAndDistill(torch.nn.Module):
             embeddings = [self.model(f)["sentence_embedding"] for f in sentence_features]
         else:
             embeddings = embed_columns(self.model, sentence_features)
-            contrast = self.contrast.compute_loss_from_embeddings(embeddings, None)
+            contrast = None
         if self.near_positive is not None:
             contrast = masked_contrast(embeddings, near_positives(labels, self.near_positive), self.contrast.scale)
+        elif contrast is None:
+            contrast = self.contrast.compute_loss_from_embeddings(embeddings, None)
         distill = listwise_kl(embeddings, labels, self.temperature, self.teacher_temperature)
         return {"contrast": contrast, "distill": self.distill_weight * distill}
 
