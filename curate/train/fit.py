@@ -80,6 +80,18 @@ class Training:
                 "positive out of the contrastive term, keeping them in the KL (CADET's near positives); "
                 "mine with method: naive, whose lists keep them."})
 
+    @property
+    def near_positive(self) -> float | None:
+        """The share of its positive's score at which ``mask_near`` masks a negative (None: off)."""
+        return 1 - self.margin if self.mask_near else None
+
+    def conflict(self) -> str | None:
+        """What in these settings cannot train together (None: nothing), said once for the grid's
+        reader and for the loss."""
+        if self.mask_near and self.loss != "mnrl+distill-kl":
+            return f"mask_near masks the contrastive term of mnrl+distill-kl, and the loss is {self.loss}"
+        return None
+
     def changed(self) -> dict[str, Any]:
         """The keys that differ from the defaults (what names a run)."""
         default = asdict(Training())
@@ -121,8 +133,8 @@ def make_loss(model, training: Training, rows, guide: str | None, batch_size: in
                               "column (a row lacks a teacher score: see its card's notes)")
         if not any(c.startswith("negative") for c in rows.column_names):
             raise CurateError(f"loss {training.loss} needs a negative on each row, and these rows have none")
-    if training.mask_near and training.loss != "mnrl+distill-kl":
-        raise CurateError(f"mask_near masks the contrastive term of mnrl+distill-kl, and the loss is {training.loss}")
+    if training.conflict():
+        raise CurateError(training.conflict())
     if training.loss == "margin-mse":
         return losses.MarginMSELoss(model)
     if training.loss == "distill-kl":  # alone its T^2 factor is harmless: Adam does not see a loss's scale
@@ -134,7 +146,7 @@ def make_loss(model, training: Training, rows, guide: str | None, batch_size: in
         return ContrastAndDistill(model, temperature=training.temperature,
                                   teacher_temperature=training.teacher_temperature,
                                   distill_weight=training.distill_weight,
-                                  near_positive=1 - training.margin if training.mask_near else None)
+                                  near_positive=training.near_positive)
     if training.loss == "masked":
         # the cached form takes any number of negatives a row; one mini-batch a batch, so it computes what
         # the plain form would; no anchor-anchor or positive-positive terms, so only the masking differs
@@ -209,4 +221,4 @@ def _near_positive_count(rows, training: Training) -> int:
 
     from curate.export.contrast_distill import near_positives
 
-    return int(near_positives(torch.tensor(rows["label"], dtype=torch.float32), 1 - training.margin).sum())
+    return int(near_positives(torch.tensor(rows["label"], dtype=torch.float32), training.near_positive).sum())

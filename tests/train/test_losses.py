@@ -178,7 +178,7 @@ def test_a_near_positive_leaves_the_contrast_and_stays_in_the_distillation(stude
     assert loss.get_config_dict()["near_positive"] == 0.95
 
 
-def test_mask_near_reaches_the_loss_and_the_fit_counts_what_it_masked(student, tmp_path):
+def test_mask_near_reaches_the_loss_and_the_fit_counts_what_it_masked(student):
     """``Training(mask_near=True)`` builds the masking sum at 1 - margin, and refuses a loss without
     a contrastive term; the count the fit reports is the rows' near-positive negatives."""
     from datasets import Dataset

@@ -164,9 +164,8 @@ def _arm(path: Path, name: str, spec: Any) -> Arm:
         if kind == "base":
             raise CurateError(f"{where}: train options belong to arms that train (kind: curate or st)")
         check_params(f"{where} train", Training, arm.train, partial=True)
-        if arm.training.mask_near and arm.training.loss != "mnrl+distill-kl":
-            raise CurateError(f"{where} train: mask_near masks the contrastive term of mnrl+distill-kl, "
-                              f"and the arm's loss is {arm.training.loss}")
+        if arm.training.conflict():
+            raise CurateError(f"{where} train: {arm.training.conflict()}")
         if kind == "st" and arm.training.loss in SCORED:
             raise CurateError(f"{where} train: loss {arm.training.loss} reads the teacher's scores, which "
                               "sentence-transformers' miner does not write; use it on a curate arm")
