@@ -30,6 +30,7 @@ from curate.mine.sampling import STRATEGIES
 from curate.core.records import Negative, Positive, Record, TeacherScores
 
 MINED = "mined.jsonl"
+PROMOTE_ONE_TEACHER = "--promote-top takes one --teacher: the teacher that mines a query picks its positive"
 HYBRID_ONE_TEACHER = ("--scores hybrid mixes BM25 with one teacher's cosine: give one --teacher and no "
                       "--cross-encoder (its scores are a stronger teacher already)")
 
@@ -47,6 +48,8 @@ def mine_config(opts: MineOptions) -> MineConfig:
             raise CurateError(f"{flag} {getattr(opts, f.name)} {problem}")
     if opts.scores == "hybrid" and (len(opts.teachers) > 1 or opts.cross_encoder):  # before any run opens
         raise CurateError(HYBRID_ONE_TEACHER)
+    if opts.promote_top is not None and len(opts.teachers) > 1:
+        raise CurateError(PROMOTE_ONE_TEACHER)
     if opts.positive_choice not in ("first", "teacher"):
         raise CurateError(f"--positive-choice {opts.positive_choice!r}: choose first or teacher")
     if opts.anchor not in ("lowest", "record"):
@@ -87,7 +90,7 @@ def _record(item: MineItem, picks: list[Pick], mined_by: dict[int, Mined], inp: 
                             "intra:" + "+".join(models[t] for t in sorted(mined_by)))
     teacher = TeacherScores(
         model=model, positive=float(first.lowest_positive),
-        positive_rank=int(first.positive_rank),
+        positive_rank=1 if first.promoted is not None else int(first.positive_rank),
         margin=float(first.lowest_positive - max(neg_scores)) if neg_scores else None,
         pool=len(corpus), positives=[float(s) for s in first.positive_scores], stage="mine",
         retriever=models[first_t] if scorer_name else None,
@@ -103,6 +106,14 @@ def _record(item: MineItem, picks: list[Pick], mined_by: dict[int, Mined], inp: 
         mine_meta["short_reason"] = "; ".join(sorted(reasons))
     if item.record is not None:
         rec = item.record
+        if first.promoted is not None:
+            doc, score, rank = first.promoted
+            source = Positive(rec.positive, rec.positive_id, rec.positive_title)
+            rec.positive, rec.positive_id = corpus.texts[doc], corpus.doc_id(doc)
+            rec.positive_title = corpus.title(doc)
+            rec.positives = [source, *rec.positives]
+            mine_meta["promoted"] = {"source_id": source.doc_id, "source_rank": int(first.positive_rank),
+                                     "margin": cfg.promote_top}
         for neg in rec.negatives:  # ranked by the teacher this one replaces
             neg.teacher_rank = None
         rec.negatives = list(rec.negatives) + negatives
@@ -119,6 +130,16 @@ def _record(item: MineItem, picks: list[Pick], mined_by: dict[int, Mined], inp: 
                   query=item.query, positive=positives[0].text, positive_id=positives[0].doc_id,
                   positive_title=positives[0].title,
                   positives=positives[1:], negatives=negatives, teacher=teacher, meta=meta)
+
+
+def _promote(items: list[MineItem], results: list[Mined]) -> None:
+    """Make each promoted document its item's first positive (the source passage second), in
+    place, so the scores that follow (hybrid, the record's) are the new positive's."""
+    for it, res in zip(items, results):
+        if res.promoted is not None:
+            doc, score, _ = res.promoted
+            it.positives.insert(0, doc)
+            res.positive_scores = np.concatenate([[score], res.positive_scores])
 
 
 def _hybrid(inp: MineInput, items: list[MineItem], qvecs, dvecs, results: list[Mined]):
@@ -200,6 +221,8 @@ def _mine(opts: MineOptions, cfg: MineConfig, run, teachers, rescorer) -> dict[s
         raise CurateError("the same teacher is named twice")
     if opts.scores == "hybrid" and (len(teachers) > 1 or rescorer is not None):
         raise CurateError(HYBRID_ONE_TEACHER)
+    if opts.promote_top is not None and len(teachers) > 1:
+        raise CurateError(PROMOTE_ONE_TEACHER)
     if rescorer is None and opts.cross_encoder:
         rescorer = CrossEncoderScorer(opts.cross_encoder, inp.corpus.texts)
     scorer_name = getattr(rescorer, "name", "cross-encoder") if rescorer is not None else None
@@ -230,6 +253,7 @@ def _mine(opts: MineOptions, cfg: MineConfig, run, teachers, rescorer) -> dict[s
             if isinstance(index, ShardedIndex):
                 index.close()
         search_s += time.perf_counter() - t
+        _promote([items[i] for i in mine_idx], results)
         if opts.scores == "hybrid":
             t = time.perf_counter()
             hybrid = _hybrid(inp, [items[i] for i in mine_idx], qvecs, dvecs, results)
@@ -311,6 +335,8 @@ def _mine(opts: MineOptions, cfg: MineConfig, run, teachers, rescorer) -> dict[s
         "positive_gate": {"positive_top": opts.positive_top or None, "queries_dropped": gated,
                           "positive_rank": rep.rank_summary([m[min(m)].positive_rank for m in per_item])},
         "rejected_candidates": rejected,
+        **({"positive_promoted": {"margin": opts.promote_top, "queries": sum(
+            1 for m in per_item if m and m[min(m)].promoted is not None)}} if opts.promote_top is not None else {}),
         "scores": rep.score_summary(lowest_pos, neg_scores, gaps),
         "negative_ranks": rep.negative_ranks(
             first_ranks, pos_ranks, kept_ranks, max(cfg.depth, cfg.method.last_useful_rank() or 0),
@@ -344,6 +370,10 @@ def summary(report: dict[str, Any], out: Path) -> list[str]:
     blank = (report.get("corpus") or {}).get("blank_documents_left_out")
     if blank:
         lines.append(f"  {blank} corpus document{'s' if blank != 1 else ''} with no text left out of the pool")
+    promoted = report.get("positive_promoted")
+    if promoted:
+        lines.append(f"  positive promoted on {promoted['queries']}: the teacher's first document outscored the "
+                     f"source passage by more than {promoted['margin']:g} (the source stays a positive)")
     gate = report["positive_gate"]
     if gate["queries_dropped"]:
         lines.append(f"  dropped {gate['queries_dropped']}: positive ranked below {gate['positive_top']} by the teacher")

@@ -4,6 +4,8 @@ For each query: retrieve its top ``depth`` documents plus as many as it has excl
 documents (its positives, ...), drop the excluded ones, optionally rescore the rest with a
 cross-encoder (re-sorting them), let the method judge each candidate against the query's
 lowest positive score (or the record's own positive's, ``anchor="record"``), and let the sampling strategy choose among the valid ones.
+With ``promote_top``, a query an LLM wrote from a passage first hands its top candidate over as
+the new positive when the teacher clearly prefers it to the source (``promotion``).
 
 A query that has too few valid candidates is searched again, twice as deep, until it has
 enough, the whole corpus was searched (exactly, whatever the index), ``max_depth`` is
@@ -51,6 +53,8 @@ class Mined:
     positive_rank: int  # 1 + documents (not known positives) the teacher scores above the record's positive
     rejected: dict[str, int]
     short_reason: str | None  # why fewer than k, when fewer
+    # (corpus index, score, 1-based rank) of the document promoted to positive (``promote_top``)
+    promoted: tuple[int, float, int] | None = None
 
 
 class CrossEncoderScorer:
@@ -96,6 +100,20 @@ def positive_scores(qvecs: np.ndarray, dvecs: np.ndarray, items: Sequence[MineIt
     return out
 
 
+def written_from_passage(item: MineItem) -> bool:
+    """A record whose query an LLM wrote from its positive (``generate --from-corpus`` keeps the
+    passage in ``meta.passage``): its positive is where the query came from, not a judgment."""
+    rec = item.record
+    return rec is not None and isinstance(rec.meta, dict) and isinstance(rec.meta.get("passage"), dict)
+
+
+def promotion(top: float, source: float, margin: float | None) -> bool:
+    """Whether the teacher's top candidate should replace the source passage as the positive: it
+    scores above the source by more than ``margin`` of the source's size (the mirror of the
+    positive-aware threshold, which refuses a negative within that margin below it)."""
+    return margin is not None and top > source + margin * abs(source)
+
+
 def choose_positive(item: MineItem, scores: np.ndarray) -> None:
     """Make the record's positive the one the teacher scores highest among those the labels rank
     equal (the most relevant ones), instead of the first listed: labels give no preference among
@@ -125,6 +143,7 @@ def mine(qvecs: np.ndarray, dvecs: np.ndarray, index: SearchIndex, items: Sequen
     anchors = lowest if cfg.anchor == "lowest" else [float(p[0]) for p in pos_scores]
     # the record's own positive as the teacher sees it (before any rescoring): its rank gates the query
     first_pos = [float(dvecs[it.positives[0]] @ qvecs[i]) for i, it in enumerate(items)]
+    promotable = [cfg.promote_top is not None and written_from_passage(it) for it in items]
     depth = [max(1, min(int(cfg.depth), cap))] * n
     rounds = [0] * n
     results: list[Mined | None] = [None] * n
@@ -152,7 +171,7 @@ def mine(qvecs: np.ndarray, dvecs: np.ndarray, index: SearchIndex, items: Sequen
                     done = _evaluate(items[i], ids[row, :w], scores[row, :w], w >= n_docs,
                                      depth[i] >= cap, lowest[i], anchors[i], pos_scores[i][:len(items[i].positives)],
                                      cfg, need, rescorer, first_pos[i],
-                                     depth_used=w, rounds=rounds[i])
+                                     depth_used=w, rounds=rounds[i], promote=promotable[i])
                     if done is None:
                         depth[i] = min(cap, depth[i] * 2)
                         later.append(i)
@@ -165,7 +184,7 @@ def mine(qvecs: np.ndarray, dvecs: np.ndarray, index: SearchIndex, items: Sequen
 
 def _evaluate(item: MineItem, ids: np.ndarray, scores: np.ndarray, whole: bool, capped: bool,
               lowest: float, anchor: float, pos_scores: np.ndarray, cfg: MineConfig, need: int, rescorer,
-              first_pos: float, depth_used: int, rounds: int) -> Mined | None:
+              first_pos: float, depth_used: int, rounds: int, promote: bool = False) -> Mined | None:
     """The query's result from this window, or ``None`` when a deeper search could do better."""
     method = cfg.method
     found = ids >= 0
@@ -179,6 +198,10 @@ def _evaluate(item: MineItem, ids: np.ndarray, scores: np.ndarray, whole: bool, 
         cscores = rescorer.score(item.query, cand)
         order = np.argsort(-cscores, kind="stable")
         cand, cscores, cranks = cand[order], cscores[order], cranks[order]
+    promoted = None
+    if promote and len(cand) and promotion(float(cscores[0]), float(pos_scores[0]), cfg.promote_top):
+        promoted = (int(cand[0]), float(cscores[0]), int(cranks[0]))
+        cand, cscores, cranks = cand[1:], cscores[1:], cranks[1:]  # a positive now, never a negative
     codes = method.judge(cscores, anchor)
     valid = np.flatnonzero(codes == VALID)
     last_rank = method.last_useful_rank()
@@ -196,4 +219,4 @@ def _evaluate(item: MineItem, ids: np.ndarray, scores: np.ndarray, whole: bool, 
                  positive_scores=np.asarray(pos_scores, dtype=np.float64), lowest_positive=lowest,
                  valid=int(len(valid)), depth=int(depth_used), rounds=rounds, positive_rank=positive_rank,
                  rejected=rejected,
-                 short_reason=short)
+                 short_reason=short, promoted=promoted)

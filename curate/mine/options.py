@@ -40,6 +40,14 @@ class SearchSettings:
     anchor: Literal["lowest", "record"] = field(default="lowest", metadata={
         "help": "The positive score percpos/marginpos thresholds use: the query's lowest labelled positive, "
                 "or the record's own positive."})
+    # CADET's positive for LLM-written queries: a query written from a passage is often answered
+    # better by another document; the teacher's clear favourite then trains as the positive. Only
+    # records with ``meta.passage`` (generate --from-corpus): a labelled positive is never replaced.
+    promote_top: float | None = field(default=None, metadata={
+        "min": 0.0, "fingerprint": "if-set",
+        "help": "Queries an LLM wrote from a passage: when the teacher scores its first other document above the "
+                "source passage by more than this relative margin (0.05: 5%), that document becomes the "
+                "record's positive and the source a second positive. Off by default."})
 
 
 DEFAULT_TASK = "Given a query, retrieve relevant documents."
