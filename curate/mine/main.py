@@ -277,6 +277,7 @@ def _mine(opts: MineOptions, cfg: MineConfig, run, teachers, rescorer) -> dict[s
     out_records, all_picks, short_reasons = [], [], []
     lowest_pos, neg_scores, gaps = [], [], []
     first_ranks, pos_ranks, kept_ranks = [], [], []  # where the kept negatives sit (rep.negative_ranks)
+    anchored_lower: list[bool] = []  # ... and whether a lower labelled positive set their threshold
     rejected: dict[str, int] = {}
     gated = 0
     for item, mined_by in zip(items, per_item):
@@ -307,6 +308,9 @@ def _mine(opts: MineOptions, cfg: MineConfig, run, teachers, rescorer) -> dict[s
             if picks:
                 first_ranks.append(min(p.rank for p in picks))
                 pos_ranks.append(first.positive_rank)
+                anchored_lower.append(cfg.anchor == "lowest" and first.promoted is None
+                                      and len(first.positive_scores) > 0
+                                      and first.lowest_positive < float(first.positive_scores[0]))
                 kept_ranks.extend(p.rank for p in picks)
         else:
             run.reject(item.record_id, "too-few-negatives", query=item.query, negatives=len(picks),
@@ -340,7 +344,8 @@ def _mine(opts: MineOptions, cfg: MineConfig, run, teachers, rescorer) -> dict[s
         "scores": rep.score_summary(lowest_pos, neg_scores, gaps),
         "negative_ranks": rep.negative_ranks(
             first_ranks, pos_ranks, kept_ranks, max(cfg.depth, cfg.method.last_useful_rank() or 0),
-            max((r.get("max_depth_searched", 0) for r in teacher_rows), default=0), len(inp.corpus)),
+            max((r.get("max_depth_searched", 0) for r in teacher_rows), default=0), len(inp.corpus),
+            anchored_lower),
     }
     if check_qrels is not None:
         report["false_negatives"] = rep.false_negative_rate(items, all_picks, inp.corpus, check_qrels,

@@ -35,8 +35,8 @@ class SearchSettings:
         "help": "The record's positive among a query's equally relevant ones: the first listed, or the one "
                 "the teacher scores highest."})
     # The positive-aware threshold's positive: "lowest" of all the query's labelled positives
-    # (safe for each of them), or the "record"'s own positive, the one it trains on (as
-    # sentence-transformers does per pair); labelled positives are excluded by id either way.
+    # (safe for each of them; sentence-transformers' mine_hard_negatives takes it too), or the
+    # "record"'s own positive, the one it trains on; labelled positives are excluded by id either way.
     anchor: Literal["lowest", "record"] = field(default="lowest", metadata={
         "help": "The positive score percpos/marginpos thresholds use: the query's lowest labelled positive, "
                 "or the record's own positive."})

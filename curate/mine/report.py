@@ -39,7 +39,8 @@ def rank_summary(ranks: Sequence[int]) -> dict[str, Any]:
 
 
 def negative_ranks(first_ranks: Sequence[int], positive_ranks: Sequence[int], all_ranks: Sequence[int],
-                   window: int, deepest: int, pool: int) -> dict[str, Any]:
+                   window: int, deepest: int, pool: int,
+                   anchored_lower: Sequence[bool] | None = None) -> dict[str, Any]:
     """Where in the teacher's ranking the kept negatives sit, against the depth searched.
 
     ``first_ranks[i]`` is query i's best-ranked kept negative, ``positive_ranks[i]`` where the
@@ -49,24 +50,35 @@ def negative_ranks(first_ranks: Sequence[int], positive_ranks: Sequence[int], al
     more than half the pool under it in a pool too small for that: a hard negative sits near the
     positive, so such a query's negatives are easy ones, and when that is most queries something
     upstream is wrong (a positive scored as if empty, a threshold anchored at the wrong score),
-    which no other count shows."""
+    which no other count shows. ``anchored_lower[i]``: query i's threshold is anchored at another
+    labelled positive scored below its own (``--anchor lowest`` with several positives); the far
+    queries so anchored are counted, since that, not the corpus, is then the likely cause."""
     if not len(all_ranks):
         return {}
     a = np.asarray(all_ranks, dtype=np.int64)
     gap = max(1, min(int(window), int(pool) // 2))
-    far = sum(1 for f, p in zip(first_ranks, positive_ranks) if f - p > gap)
-    return {"min": int(a.min()), "median": float(np.median(a)), "max": int(a.max()),
-            "first_search_depth": int(window), "deepest_search": int(deepest), "pool": int(pool),
-            "far_gap": gap, "queries": len(first_ranks), "far_below_positive": far}
+    far = [f - p > gap for f, p in zip(first_ranks, positive_ranks)]
+    out = {"min": int(a.min()), "median": float(np.median(a)), "max": int(a.max()),
+           "first_search_depth": int(window), "deepest_search": int(deepest), "pool": int(pool),
+           "far_gap": gap, "queries": len(first_ranks), "far_below_positive": sum(far)}
+    if anchored_lower is not None:
+        out["far_below_anchored_lower"] = sum(1 for f, low in zip(far, anchored_lower) if f and low)
+    return out
 
 
 def far_below_warning(ranks: dict[str, Any]) -> str | None:
     """One line when most queries keep negatives from far below their positive (``negative_ranks``)."""
     if not ranks or 2 * ranks["far_below_positive"] <= ranks["queries"]:
         return None
-    return (f"warning: {ranks['far_below_positive']} of {ranks['queries']} queries keep negatives more than "
-            f"{ranks['far_gap']} ranks below their positive (easy negatives): check the positives' "
-            "scores and the corpus (blank or duplicate documents, a wrong --min-relevance)")
+    head = (f"warning: {ranks['far_below_positive']} of {ranks['queries']} queries keep negatives more than "
+            f"{ranks['far_gap']} ranks below their positive (easy negatives): ")
+    lower = ranks.get("far_below_anchored_lower", 0)
+    if 2 * lower > ranks["far_below_positive"]:
+        return head + (f"on {lower} of them the threshold sits at another labelled positive that the teacher "
+                       "scores far lower (the lowest of several): check those labels and --min-relevance, or "
+                       "measure from each record's own positive (--anchor record)")
+    return head + ("check the positives' scores and the corpus (blank or duplicate documents, a wrong "
+                   "--min-relevance)")
 
 
 def rank_line(ranks: dict[str, Any]) -> str | None:

@@ -148,6 +148,16 @@ def test_a_run_whose_negatives_all_come_from_the_bottom_says_so(base, tmp_path):
     assert ranks["far_below_positive"] > ranks["queries"] / 2
     warning = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("warning:")]
     assert len(warning) == 1 and f"{ranks['far_below_positive']} of {ranks['queries']} queries" in warning[0]
+    # and it names this cause, not the corpus: the anchor is the unrelated second positive
+    assert ranks["far_below_anchored_lower"] == ranks["far_below_positive"]
+    assert "threshold sits at another labelled positive" in warning[0] and "--anchor record" in warning[0]
+    # the advice works: measured from each record's own positive, the negatives sit near it again
+    proc = run_curate("mine", "--pairs", str(pairs), "--corpus", str(base / "corpus.jsonl"),
+                      "--out", str(tmp_path / "own"), "--anchor", "record")
+    assert proc.returncode == 0, proc.stderr
+    own = json.loads((tmp_path / "own" / "report.json").read_text())["negative_ranks"]
+    assert own["far_below_positive"] < own["queries"] / 2 and own["far_below_anchored_lower"] == 0
+    assert not [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("warning:")]
     # the report page a person opens says it too, beside the ranks
     from curate.report.page import write_report
 
