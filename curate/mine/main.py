@@ -24,7 +24,7 @@ from curate.negatives.sharded import ShardedIndex, build_index
 from curate.mine.inputs import DATASET_KINDS, MineInput, MineItem, load_input
 from curate.negatives.knobs import Knobs
 from curate.negatives.presets import Method
-from curate.mine.miner import CrossEncoderScorer, MineConfig, Mined, mine
+from curate.mine.miner import CrossEncoderScorer, MineConfig, Mined, mine, written_from_passage
 from curate.mine.options import DEFAULT_TASK, MineOptions, SearchSettings
 from curate.mine.sampling import STRATEGIES
 from curate.core.records import Negative, Positive, Record, TeacherScores
@@ -339,8 +339,9 @@ def _mine(opts: MineOptions, cfg: MineConfig, run, teachers, rescorer) -> dict[s
         "positive_gate": {"positive_top": opts.positive_top or None, "queries_dropped": gated,
                           "positive_rank": rep.rank_summary([m[min(m)].positive_rank for m in per_item])},
         "rejected_candidates": rejected,
-        **({"positive_promoted": {"margin": opts.promote_top, "queries": sum(
-            1 for m in per_item if m and m[min(m)].promoted is not None)}} if opts.promote_top is not None else {}),
+        **({"positive_promoted": {"margin": opts.promote_top, "eligible": sum(map(written_from_passage, items)),
+                                  "queries": sum(1 for m in per_item if m and m[min(m)].promoted is not None)}}
+           if opts.promote_top is not None else {}),
         "scores": rep.score_summary(lowest_pos, neg_scores, gaps),
         "negative_ranks": rep.negative_ranks(
             first_ranks, pos_ranks, kept_ranks, max(cfg.depth, cfg.method.last_useful_rank() or 0),
@@ -376,9 +377,13 @@ def summary(report: dict[str, Any], out: Path) -> list[str]:
     if blank:
         lines.append(f"  {blank} corpus document{'s' if blank != 1 else ''} with no text left out of the pool")
     promoted = report.get("positive_promoted")
-    if promoted:
-        lines.append(f"  positive promoted on {promoted['queries']}: the teacher's first document outscored the "
-                     f"source passage by more than {promoted['margin']:g} (the source stays a positive)")
+    if promoted and not promoted["eligible"]:
+        lines.append("  --promote-top acted on no query: it applies to queries an LLM wrote from a passage "
+                     "(records with meta.passage, as generate --from-corpus writes them)")
+    elif promoted:
+        lines.append(f"  positive promoted on {promoted['queries']} of {promoted['eligible']} queries written from a "
+                     f"passage: the teacher's first document outscored the source by more than "
+                     f"{promoted['margin']:g} (the source stays a positive)")
     gate = report["positive_gate"]
     if gate["queries_dropped"]:
         lines.append(f"  dropped {gate['queries_dropped']}: positive ranked below {gate['positive_top']} by the teacher")

@@ -10,7 +10,7 @@ import pytest
 
 from curate.core.errors import CurateError
 from curate.core.records import Record
-from curate.mine.main import MineOptions, check, run_mine
+from curate.mine.main import MineOptions, check, run_mine, summary
 from curate.mine.miner import promotion
 from tests.mine_helpers import HashTeacher, write_jsonl
 
@@ -62,7 +62,9 @@ def test_the_teachers_clear_favourite_becomes_the_positive_and_the_source_stays_
     assert mined["teacher"]["positives"] == pytest.approx([1.0, 0.8], abs=1e-5)
     assert mined["teacher"]["positive_rank"] == 1
     assert mined["meta"]["mine"]["promoted"] == {"source_id": "guide#0", "source_rank": 2, "margin": 0.05}
-    assert report["positive_promoted"] == {"margin": 0.05, "queries": 1}
+    assert report["positive_promoted"] == {"margin": 0.05, "eligible": 1, "queries": 1}
+    assert "  positive promoted on 1 of 1 queries written from a passage: the teacher's first document " \
+           "outscored the source by more than 0.05 (the source stays a positive)" in summary(report, tmp_path)
 
 
 def test_without_the_option_naive_mining_takes_the_favourite_as_a_negative(tmp_path):
@@ -84,7 +86,9 @@ def test_a_favourite_within_the_margin_is_not_promoted(tmp_path):
 def test_a_positive_that_no_llm_wrote_a_query_for_is_never_replaced(tmp_path):
     mined, report = _mine(tmp_path, written=False, method="naive", promote_top=0.0)
     assert mined["positive"] == SOURCE and mined["positives"] == []
-    assert report["positive_promoted"]["queries"] == 0
+    assert report["positive_promoted"] == {"margin": 0.0, "eligible": 0, "queries": 0}
+    # a user who set the option on labelled data is told it did nothing, and why
+    assert any(line.startswith("  --promote-top acted on no query") for line in summary(report, tmp_path))
 
 
 def test_hybrid_scores_follow_the_promoted_positive(tmp_path):
