@@ -52,7 +52,10 @@ def test_train_killed_mid_run_finishes_on_the_same_command_then_is_done(exported
     assert proc.returncode == 0, proc.stderr
     assert not list(out.glob(".curate-staging-*")), "the killed run's staging is gone"
     report = json.loads((out / "report.json").read_text())
-    assert report["loss"] == "distill-kl", "the export carries the teacher's scores: the card's loss"
+    # the rows carry the teacher's scores, but their queries are SciFact's labelled claims: auto
+    # trains the contrastive loss, which beat distillation alone on every labelled set measured
+    assert report["loss"] == "mnrl" and report["loss_why"].startswith("12 of 12 records are labelled queries")
+    assert "loss auto: 12 of 12 records are labelled queries" in proc.stderr
     import pyarrow.parquet as pq
 
     rows = sum(pq.read_table(f).num_rows for f in (run / "export" / "data").glob("train-*.parquet"))
@@ -76,3 +79,29 @@ def test_train_killed_mid_run_finishes_on_the_same_command_then_is_done(exported
 def test_train_says_what_is_missing(tmp_path):
     proc = run_curate("train", str(tmp_path))
     assert proc.returncode != 0 and "no export here" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _export(folder: Path, sources: list[dict]) -> Path:
+    """A finished export's report as ``curate train`` reads it: its outputs and its sources."""
+    folder.mkdir(parents=True)
+    (folder / "report.json").write_text(json.dumps(
+        {"outputs": {"sentence-transformers": ["data/train-00000-of-00001.parquet"]}, "sources": sources}))
+    return folder
+
+
+@pytest.mark.parametrize("sources, columns, loss", [
+    ([{"path": "mined.jsonl", "records": 76}], ["anchor", "positive", "negative_1", "label"], "distill-kl"),
+    ([{"path": "mined.jsonl", "records": 40, "dataset": "nq-utd"}], ["anchor", "positive", "label"], "mnrl"),
+    ([{"path": "a.jsonl", "records": 30, "dataset": "scifact"}, {"path": "b.jsonl", "records": 70}],
+     ["anchor", "positive", "label"], "distill-kl"),  # most queries written from documents
+    ([{"path": "a.jsonl", "records": 50, "dataset": "scifact"}, {"path": "b.jsonl", "records": 50}],
+     ["anchor", "positive", "label"], "mnrl"),  # half labelled: the labelled recipe
+    ([{"path": "mined.jsonl", "records": 76}], ["anchor", "positive", "negative_1"], "mnrl"),  # no scores
+])
+def test_auto_loss_follows_whether_the_queries_came_with_labels(tmp_path, sources, columns, loss):
+    from curate.train.main import auto_loss
+
+    run = tmp_path / "run"
+    _export(run / "export", sources)
+    chosen, why = auto_loss(run, columns)
+    assert chosen == loss and why
