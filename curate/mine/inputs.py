@@ -177,11 +177,22 @@ def _passages_by_document(corpus: Corpus) -> dict[str, set[int]]:
     return out
 
 
+def _passage(rec: Record | None) -> dict[str, Any] | None:
+    """The passage a record's query was written from (``generate --from-corpus`` keeps it in
+    ``meta.passage``), or None for a record whose positive is a judgment (labels, pairs)."""
+    passage = rec.meta.get("passage") if rec is not None and isinstance(rec.meta, dict) else None
+    return passage if isinstance(passage, dict) else None
+
+
+def written_from_passage(item: MineItem) -> bool:
+    """Whether the item's positive is where an LLM wrote its query from, not a judgment."""
+    return _passage(item.record) is not None
+
+
 def _source_document(rec: Record | None) -> str | None:
     """The document a record's query was written from (``generate --from-corpus``): the other
     passages of it overlap the positive and share its subject, so none is mined as a negative."""
-    passage = rec.meta.get("passage") if rec is not None and isinstance(rec.meta, dict) else None
-    doc = passage.get("doc_id") if isinstance(passage, dict) else None
+    doc = (_passage(rec) or {}).get("doc_id")
     return doc if isinstance(doc, str) else None
 
 

@@ -21,10 +21,10 @@ from curate.core.stage import REPORT, STAGES, FunnelRow, Stage
 from curate.mine import report as rep
 from curate.mine.ensemble import ENSEMBLES, Pick, assign_cross, interleave
 from curate.negatives.sharded import ShardedIndex, build_index
-from curate.mine.inputs import DATASET_KINDS, MineInput, MineItem, load_input
+from curate.mine.inputs import DATASET_KINDS, MineInput, MineItem, load_input, written_from_passage
 from curate.negatives.knobs import Knobs
 from curate.negatives.presets import Method
-from curate.mine.miner import CrossEncoderScorer, MineConfig, Mined, mine, written_from_passage
+from curate.mine.miner import CrossEncoderScorer, MineConfig, Mined, mine
 from curate.mine.options import DEFAULT_TASK, MineOptions, SearchSettings
 from curate.mine.sampling import STRATEGIES
 from curate.core.records import Negative, Positive, Record, TeacherScores

@@ -25,7 +25,7 @@ import numpy as np
 
 from curate.core.progress import track
 from curate.negatives.search import SearchIndex
-from curate.mine.inputs import MineItem
+from curate.mine.inputs import MineItem, written_from_passage
 from curate.mine.options import SearchSettings
 from curate.negatives.presets import Method
 from curate.negatives.select import CODE_NAMES, VALID
@@ -98,13 +98,6 @@ def positive_scores(qvecs: np.ndarray, dvecs: np.ndarray, items: Sequence[MineIt
         else:
             out.append((dvecs[np.asarray(docs, dtype=np.int64)] @ qvecs[i]).astype(np.float64))
     return out
-
-
-def written_from_passage(item: MineItem) -> bool:
-    """A record whose query an LLM wrote from its positive (``generate --from-corpus`` keeps the
-    passage in ``meta.passage``): its positive is where the query came from, not a judgment."""
-    rec = item.record
-    return rec is not None and isinstance(rec.meta, dict) and isinstance(rec.meta.get("passage"), dict)
 
 
 def promotion(top: float, source: float, margin: float | None) -> bool:
