@@ -34,14 +34,16 @@ arms:
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    """A BEIR folder: 30 train and 15 test SciFact claims, their abstracts and 150 others."""
+    """A BEIR folder: 30 train and 15 test SciFact claims, their abstracts and 50 others (every
+    run's evaluation encodes the whole folder with the model it trained, so its size sets most of
+    this module's time)."""
     tmp = tmp_path_factory.mktemp("ablate")
     train, test = load_beir(SHARED_DATA / "scifact", "train"), load_beir(SHARED_DATA / "scifact", "test")
     rng = random.Random(3)
     tq = rng.sample(sorted(train.qrels), 30)
     eq = rng.sample(sorted(test.qrels), 15)
     docs = {d for q in tq for d in train.qrels[q]} | {d for q in eq for d in test.qrels[q]}
-    docs |= set(rng.sample(sorted(train.corpus), 150))
+    docs |= set(rng.sample(sorted(train.corpus), 50))
     folder = write_beir(tmp / "beir", {d: train.corpus[d] for d in sorted(docs)},
                         {**{q: train.queries[q] for q in tq}, **{q: test.queries[q] for q in eq}},
                         {q: train.qrels[q] for q in tq})

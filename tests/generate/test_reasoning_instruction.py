@@ -26,6 +26,10 @@ from tests.generate.test_from_pairs import _env
 from tests.helpers import SHARED_DATA, assert_one_line_error, read_jsonl, run_curate
 
 FAMILIES = ("reasoning", "instruction-negatives")
+# The bundled model's runs: one item a family, strings of up to 150 characters. Each answer is a
+# query, a positive and four negatives written token by token on 2 cores, so these two numbers
+# set most of this module's time; one valid record a family is what the e2e check needs.
+BUNDLED_ITEMS, BUNDLED_CHARS = 1, 150
 OFFLINE = "http://127.0.0.1:9/v1"
 
 
@@ -244,10 +248,10 @@ def check_answer(r: Record, family: str, given_positive: bool, max_chars: int) -
 def _check_bundled(out: Path, family: str, corpus: dict | None) -> list[Record]:
     records = [Record.from_dict(d) for d in read_jsonl(out / "generated.jsonl") if d["task_type"] == family]
     failed = [f for f in read_jsonl(out / "failed.jsonl") if f["task_type"] == family]
-    assert len(records) + len(failed) == 2, "every item ends as a record or a failure"
+    assert len(records) + len(failed) == BUNDLED_ITEMS, "every item ends as a record or a failure"
     assert records, f"{family}: the bundled model gave no valid record: {[f['reason'] for f in failed]}"
     for r in records:
-        check_answer(r, family, corpus is not None, 300)
+        check_answer(r, family, corpus is not None, BUNDLED_CHARS)
         assert [n.level for n in r.negatives] == [1, 2, 3, 4]
         if corpus is not None:
             assert r.positive == corpus[r.positive_id]
@@ -261,8 +265,8 @@ def _check_bundled(out: Path, family: str, corpus: dict | None) -> list[Record]:
 @pytest.fixture(scope="module")
 def bundled_alone(tmp_path_factory):
     out = tmp_path_factory.mktemp("reasoning-e2e") / "alone"
-    proc = run_curate("generate", "--task", "reasoning", "--task", "instruction-negatives", "-n", "2",
-                      "--max-chars", "300", "--out", str(out))
+    proc = run_curate("generate", "--task", "reasoning", "--task", "instruction-negatives", "-n", str(BUNDLED_ITEMS),
+                      "--max-chars", str(BUNDLED_CHARS), "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     return out
 
@@ -278,7 +282,7 @@ def test_bundled_model_writes_valid_records(bundled_alone, family):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_bundled_model_from_corpus(tmp_path, family):
     out = tmp_path / "out"
-    proc = run_curate("generate", "--task", family, "--from-corpus", str(SHARED_DATA / "scifact"), "-n", "2",
-                      "--max-chars", "300", "--out", str(out))
+    proc = run_curate("generate", "--task", family, "--from-corpus", str(SHARED_DATA / "scifact"),
+                      "-n", str(BUNDLED_ITEMS), "--max-chars", str(BUNDLED_CHARS), "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     _check_bundled(out, family, dict(read_corpus(out / "corpus.jsonl")))

@@ -1,7 +1,7 @@
 """`curate mine` on SciFact train against sentence-transformers' ``mine_hard_negatives``.
 
 A subset keeps the test short on 2 cores: the first 150 train claims (in qrels order), all
-their labelled abstracts, and the first other abstracts of the corpus up to 1,000 documents,
+their labelled abstracts, and the first other abstracts of the corpus up to 500 documents,
 no text cut.  Both miners use the same bundled all-MiniLM-L6-v2 model object; its ``encode``
 remembers each text, so the second miner gets bit-identical vectors without encoding again
 (the comparison is about the mining).  Conventions both share: the corpus deduplicated by
@@ -30,7 +30,7 @@ from tests.helpers import SHARED_DATA, read_jsonl, run_curate
 from tests.mine_helpers import memo_model, write_beir, write_jsonl
 
 N_QUERIES = 150
-N_DOCS = 1000
+N_DOCS = 500
 TIE = 1e-5
 
 
