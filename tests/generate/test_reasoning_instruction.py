@@ -3,7 +3,7 @@
 ``--from-corpus``, the passage given) and ``query_parts`` (the instruction joined to the query).
 
 Fast tests run the CLI against the scripted fake server (tests/fake_llm_server.py); the e2e tests
-run the bundled model (SmolLM2-135M on the embedded llama.cpp server) on two items per run.
+run the bundled model (SmolLM2-135M on the embedded llama.cpp server) on one item a family.
 """
 
 from __future__ import annotations
