@@ -28,7 +28,7 @@ from curate.export.inputs import load_inputs
 from curate.export.instructions import Instruction, resolve
 from curate.export.levels import GAP_BINS, assign_levels
 from curate.export.rows import ExportRow
-from curate.export.targets import disagreement
+from curate.export.targets import TARGETS, disagreement
 from curate.export.splits import split_dev
 from curate.core.stage import REPORT, STAGES, FunnelRow, Stage
 from curate.core.runner import Drop
@@ -77,6 +77,14 @@ class ExportOptions:
                 "teacher's own first choices, mine_rank) or level (the lowest levels, drawn from the records' "
                 "scores: with mine --scores hybrid, the hybrid's favourites). The two differ only on mined "
                 "records whose scores are not the mining teacher's; records without ranks go by level."})
+    # the label column's positive: lifted above a negative the teacher scores at or above it (targets.py);
+    # "teacher" is the ablation arm that measures the lift, so a default run's identity and card leave it out
+    targets: str = field(default="labels", metadata={
+        "choices": TARGETS, "fingerprint": "if-set", "lineage": "if-set",
+        "help": "The targets in the sentence-transformers label column: labels (where the teacher scores a "
+                "negative at or above the positive, the positive's target is lifted just above it, so no target "
+                "contradicts the label) or teacher (the teacher's scores as they are, to measure what the lift "
+                "does)."})
     # mined negatives' levels: gap quartiles over the export, or ranks per record
     gap_levels: str = field(default="export", metadata={
         "choices": GAP_BINS,
@@ -293,7 +301,7 @@ def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: 
                                 "task_order": opts.task_order, "mixed_tail": opts.mixed_tail},
                       split=split_info, hub={**hub, **({"license_missing_for": unlicensed} if unlicensed else {})},
                       out=Path(opts.out), audit=audit, languages=languages)
-    card.update(disagreement(rows))  # rows whose teacher ranks a negative at or above the positive
+    card.update(disagreement(rows, lifted=opts.targets == "labels"))  # rows whose teacher ranks a negative at or above the positive
     report = _write(run.dir, writers, rows, card, started)
     if audit is not None:  # the time with the report's timings: the card stays the same for the same data
         report["timings"] = {"audit": audit_seconds}
@@ -361,7 +369,8 @@ def summary(report: dict[str, Any], out: Path) -> list[str]:
         lines.append(f"  teacher scores a negative at or above the positive on {disagree['false_negative_candidates']} "
                      f"of {disagree['rows_scored']} rows ({', '.join(disagree['examples'])}"
                      f"{', ...' if disagree['false_negative_candidates'] > len(disagree['examples']) else ''}): false-negative "
-                     "candidates; the sentence-transformers label puts the positive first")
+                     "candidates; " + ("the sentence-transformers label puts the positive first" if disagree.get("lifted", True)
+                                       else "the label keeps the teacher's scores (--targets teacher)"))
     if report.get("audit"):
         from curate.audit import summary_lines
 

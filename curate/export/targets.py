@@ -13,7 +13,8 @@ gave it: the teacher's order among the negatives, which is what distillation add
 Lifting was chosen over leaving the contradicted negative out of the target because every column
 of a row must carry a score (a missing one would be -inf to a KL, and infinite to MarginMSE). The
 other formats keep the teacher's raw scores (``hf``: the facts), and the card counts the
-contradicted rows and names a few, so they can go to ``relabel``.
+contradicted rows and names a few, so they can go to ``relabel``. ``export --targets teacher``
+writes the raw scores into ``label`` too: the lift's ablation arm, not a recipe.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 # cosine, small against a row's spread of scores, yet a strict order under any temperature.
 LIFT = 0.01
 EXAMPLES = 5  # record ids the card names
+TARGETS = ("labels", "teacher")  # export --targets: the label column lifted to agree, or as the teacher gave it
 
 
 def agreeing_positive(positive: float, negatives: list[float]) -> float:
@@ -49,18 +51,22 @@ class Disagreement:
     rows_scored: int = 0
     false_negative_candidates: int = 0
     examples: list[str] = field(default_factory=list)  # their record ids, the first few
+    lifted: bool = True  # export --targets labels (the default); False: --targets teacher
 
     def card(self) -> dict[str, Any]:
+        target = (f"in the sentence-transformers label, the positive's score lifted to {LIFT} above the row's best "
+                  "negative on these rows (the other formats keep the raw scores)" if self.lifted else
+                  "the teacher's raw scores in every format (export --targets teacher): on these rows the label "
+                  "ranks a negative at or above the positive, against the contrastive loss")
         return {"rows_scored": self.rows_scored, "false_negative_candidates": self.false_negative_candidates,
-                "examples": self.examples,
-                "target": f"in the sentence-transformers label, the positive's score lifted to {LIFT} above the "
-                          "row's best negative on these rows (the other formats keep the raw scores); a candidate "
-                          "is the teacher's error or a relevant document the labels missed (relabel can judge it)"}
+                "examples": self.examples, "lifted": self.lifted,
+                "target": f"{target}; a candidate is the teacher's error or a relevant document the labels missed "
+                          "(relabel can judge it)"}
 
 
-def disagreement(rows) -> dict[str, Any]:
+def disagreement(rows, lifted: bool = True) -> dict[str, Any]:
     """The card's entry (``label_targets``) for the export's rows; empty when no row is scored."""
-    found = Disagreement()
+    found = Disagreement(lifted=lifted)
     for row in rows:
         verdict = contradicted(row)
         if verdict is None:

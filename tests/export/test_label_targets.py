@@ -71,3 +71,28 @@ def test_the_card_and_the_report_count_the_false_negative_candidates(exported):
     card = (exported["out"] / "README.md").read_text(encoding="utf-8")
     assert "Label targets" in card and "false_negative_candidates" in card.replace(" ", "_")
     assert all(f"r{k}" in card for k in CONTRADICTED)
+
+
+def test_targets_teacher_keeps_the_raw_scores_and_says_so(exported, tmp_path):
+    """``--targets teacher``, the lift's ablation arm: every row's label is the teacher's scores as
+    given, contradicted rows included; the card, report and summary say the label was not lifted, and
+    a default export's identity and card do not name the option (earlier exports stay the same run)."""
+    write_jsonl(tmp_path / "records.jsonl", _records())
+    proc = run_curate("export", "--in", str(tmp_path / "records.jsonl"), "--out", str(tmp_path / "out"),
+                      "--negatives-per-row", "all", "--batch-size", "4", "--dev-fraction", "0", "--no-audit",
+                      "--targets", "teacher")
+    assert proc.returncode == 0, proc.stderr
+    rows = {row["anchor"]: row for f in sorted((tmp_path / "out").glob("**/*.parquet"))
+            for row in pq.read_table(f).to_pylist()}
+    for k, rec in enumerate(_records()):
+        row = rows[rec["query"]]
+        assert row["label"][0] == pytest.approx(0.60), "the positive's own score, never lifted"
+        assert (max(row["label"][1:]) >= row["label"][0]) == (k in CONTRADICTED)
+    entry = json.loads((tmp_path / "out" / "report.json").read_text(encoding="utf-8"))["label_targets"]
+    assert entry["false_negative_candidates"] == len(CONTRADICTED) and entry["lifted"] is False
+    assert "--targets teacher" in " ".join(proc.stderr.split())
+    card = (tmp_path / "out" / "README.md").read_text(encoding="utf-8")
+    assert "never lifted" in card
+    default = json.loads((exported["out"] / "run.json").read_text(encoding="utf-8"))
+    assert "targets" not in default["params"] and default["fingerprint"] != json.loads(
+        (tmp_path / "out" / "run.json").read_text(encoding="utf-8"))["fingerprint"]

@@ -110,7 +110,8 @@ def write_st(rows: list[ExportRow], out_dir: Path, card: dict) -> list[Path]:
     n = max((len(r.negatives) for r in rows), default=0)
     negs, filled = fill_negatives(rows, [list(r.negatives) for r in rows], n)
     names = ["anchor", "positive"] + [f"negative_{k + 1}" for k in range(n)]
-    labels = [row_labels(r, ns) for r, ns in zip(rows, negs)]
+    agree = (card.get("parameters") or {}).get("targets", "labels") == "labels"
+    labels = [row_labels(r, ns, agree) for r, ns in zip(rows, negs)]
     scored = bool(rows) and all(lab is not None for lab in labels)
     schema = pa.schema([(c, pa.string()) for c in names] + ([("label", pa.list_(pa.float64()))] if scored else []))
     tables = {}
@@ -133,7 +134,7 @@ def write_st(rows: list[ExportRow], out_dir: Path, card: dict) -> list[Path]:
         notes.append("No `label` column: " + ("no row has teacher scores" if all(lab is None for lab in labels) else
                      f"{sum(lab is None for lab in labels)} row(s) lack a teacher score for a text they carry")
                      + ", so these files train with a contrastive loss only.")
-    readme = write_card(out_dir, card, files, tables, _columns(n, scored), usage, notes)
+    readme = write_card(out_dir, card, files, tables, _columns(n, scored, agree), usage, notes)
     shipped = [(out_dir / SAMPLER_FILE, SAMPLER_SOURCE)] + ([(out_dir / LOSS_FILE, LOSS_SOURCE)] if scored else [])
     for path, source in shipped:
         with atomic_path(path) as tmp:
@@ -158,27 +159,28 @@ def _teacher(card: dict) -> tuple[str, bool]:
     return ", ".join(dict.fromkeys(names)) or "the mining teacher, a cosine", hybrid
 
 
-def row_labels(row: ExportRow, negs: list[str]) -> list[float] | None:
+def row_labels(row: ExportRow, negs: list[str], agree: bool = True) -> list[float] | None:
     """The teacher's scores of the row's positive and of each negative as written (``negs``: its own,
     maybe repeated to fill the row), or None when one is unknown: a borrowed negative, an unscored row.
-    The positive's score is never below a negative's (``curate.export.targets``: lifted where the
-    teacher disagrees with the label)."""
+    With ``agree`` (``--targets labels``) the positive's score is never below a negative's
+    (``curate.export.targets``: lifted where the teacher disagrees with the label)."""
     own = teacher_scores(row, list(row.negatives))
     if own is None:
         return None
     by_text = dict(zip(row.negatives, own[1]))
     if any(t not in by_text for t in negs):
         return None
-    return [agreeing_positive(*own), *(by_text[t] for t in negs)]
+    return [agreeing_positive(*own) if agree else own[0], *(by_text[t] for t in negs)]
 
 
-def _columns(n: int, scored: bool) -> dict[str, str]:
+def _columns(n: int, scored: bool, agree: bool = True) -> dict[str, str]:
     cols = {"anchor": "the query, instruction applied", "positive": "the positive document"}
     if n:
         cols["negative_1 .. negative_%d" % n] = "negatives, in the row's order"
     if scored:
+        lift = ("where the teacher put a negative at or above the positive, the positive's is lifted just above it"
+                if agree else "as the teacher gave them, never lifted (--targets teacher)")
         cols["label"] = (f"the teacher's scores: the positive's, then each negative's in column order ({n + 1} "
-                         "numbers; where the teacher put a negative at or above the positive, the positive's is "
-                         "lifted just above it: see label targets); the distillation losses read it, the "
+                         f"numbers; {lift}: see label targets); the distillation losses read it, the "
                          "contrastive ones ignore it")
     return cols
