@@ -28,7 +28,7 @@ from curate.export.inputs import load_inputs
 from curate.export.instructions import Instruction, resolve
 from curate.export.levels import GAP_BINS, assign_levels
 from curate.export.rows import ExportRow
-from curate.export.targets import TARGETS, disagreement
+from curate.export.targets import TARGETS, disagreement, lifts
 from curate.export.splits import split_dev
 from curate.core.stage import REPORT, STAGES, FunnelRow, Stage
 from curate.core.runner import Drop
@@ -301,7 +301,8 @@ def _export(opts: ExportOptions, run, writers: dict[str, Callable], curriculum: 
                                 "task_order": opts.task_order, "mixed_tail": opts.mixed_tail},
                       split=split_info, hub={**hub, **({"license_missing_for": unlicensed} if unlicensed else {})},
                       out=Path(opts.out), audit=audit, languages=languages)
-    card.update(disagreement(rows, lifted=opts.targets == "labels"))  # rows whose teacher ranks a negative at or above the positive
+    # rows whose teacher ranks a negative at or above the positive
+    card.update(disagreement(rows, lifted=lifts(params)))
     report = _write(run.dir, writers, rows, card, started)
     if audit is not None:  # the time with the report's timings: the card stays the same for the same data
         report["timings"] = {"audit": audit_seconds}

@@ -29,6 +29,12 @@ EXAMPLES = 5  # record ids the card names
 TARGETS = ("labels", "teacher")  # export --targets: the label column lifted to agree, or as the teacher gave it
 
 
+def lifts(params: dict[str, Any]) -> bool:
+    """Whether an export's ``label`` targets are lifted to agree (``--targets labels``), read from the
+    parameters its card records (a default export leaves ``targets`` out of them)."""
+    return params.get("targets", TARGETS[0]) == "labels"
+
+
 def agreeing_positive(positive: float, negatives: list[float]) -> float:
     """The positive's target score: its own, or ``LIFT`` above the best negative when that is not below it."""
     top = max(negatives, default=None)

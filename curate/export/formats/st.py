@@ -27,7 +27,7 @@ from curate.export.formats.common import atomic_path, fill_negatives, split_indi
 from curate.export.formats.parquet import shard_rows, write_shards
 from curate.export.formats.usage import Settings
 from curate.export.rows import ExportRow
-from curate.export.targets import agreeing_positive
+from curate.export.targets import agreeing_positive, lifts
 
 SAMPLER_FILE = "sequential_sampler.py"
 # Read as text, not imported: importing it would load torch for every export.
@@ -110,7 +110,7 @@ def write_st(rows: list[ExportRow], out_dir: Path, card: dict) -> list[Path]:
     n = max((len(r.negatives) for r in rows), default=0)
     negs, filled = fill_negatives(rows, [list(r.negatives) for r in rows], n)
     names = ["anchor", "positive"] + [f"negative_{k + 1}" for k in range(n)]
-    agree = (card.get("parameters") or {}).get("targets", "labels") == "labels"
+    agree = lifts(card.get("parameters") or {})
     labels = [row_labels(r, ns, agree) for r, ns in zip(rows, negs)]
     scored = bool(rows) and all(lab is not None for lab in labels)
     schema = pa.schema([(c, pa.string()) for c in names] + ([("label", pa.list_(pa.float64()))] if scored else []))
