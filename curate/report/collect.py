@@ -161,6 +161,8 @@ def _cost_row(name: str, path: Path, report: dict[str, Any]) -> dict[str, Any]:
 def _ablate(folder: Path) -> dict[str, Any]:
     import base64
 
+    from curate.flows.ablate.report import mixed_precision_warning
+
     report = _json(folder / ABLATE_REPORT) or {}
     chart = report.get("chart")
     png = folder / chart if isinstance(chart, str) else None
@@ -169,7 +171,8 @@ def _ablate(folder: Path) -> dict[str, Any]:
     rows = [{k: r.get(k) for k in ("arm", "kind", "mean", "std", "values", "vs_base", "vs_best_baseline", "train_s")}
             for r in report.get("summary") or []]
     return {"title": report.get("title"), "metric": report.get("metric"), "rows": rows, "chart": picture,
-            "best_baseline": report.get("best_baseline"), "budget": report.get("budget"), "seeds": report.get("seeds")}
+            "best_baseline": report.get("best_baseline"), "budget": report.get("budget"), "seeds": report.get("seeds"),
+            "warning": mixed_precision_warning(report.get("precisions") or {})}
 
 
 # ----------------------------------------------------------------------------- records

@@ -89,6 +89,8 @@ def test_tiny_grid_report_baseline_and_resume(tiny, finished, monkeypatch):
         assert rows[arm]["vs_base"] == pytest.approx(rows[arm]["mean"] - rows["base"]["mean"])
         assert rows[arm]["vs_best_baseline"] == pytest.approx(rows[arm]["mean"] - rows["st"]["mean"])
     assert report["best_baseline"] == "st"
+    (precision, scored), = report["precisions"].items()  # one machine, one precision: no warning
+    assert precision in ("fp32", "int8", "bf16") and len(scored) == sum(len(r) for r in report["runs"].values())
     st_run, cur_run = report["runs"]["st"][0], report["runs"]["default"][0]
     assert st_run["training"]["order"] == "no-duplicates" and st_run["training"]["negatives_per_row"] == 2
     # curate's default export (--negatives-per-row auto): in this small corpus the teacher ranks most
@@ -196,15 +198,29 @@ def test_runs_train_on_ray_workers_as_they_do_here(tiny, finished, monkeypatch):
     ("arms: {a: {kind: base, train: {loss: masked}}}", "train options belong to arms that train"),
     ("arms: {a: {kind: st, train: {loss: distill-kl}}}", "sentence-transformers' miner does not write"),
 ])
-def test_grid_errors_are_one_line_naming_the_file(tiny, text, needle):
+def test_grid_errors_name_the_file_and_write_nothing(tiny, text, needle):
     grid = tiny["tmp"] / "bad.yaml"
     grid.write_text(f"data: {tiny['folder']}\n{text}\n")
     with pytest.raises(CurateError) as e:
         load_grid(grid)
     assert needle in str(e.value) and str(grid) in str(e.value)
-    proc = run_curate("ablate", str(grid), "--out", str(tiny["tmp"] / "bad-out"), timeout=120)
-    assert_one_line_error(proc, needle)
+    with pytest.raises(CurateError) as e:  # what `curate ablate` runs, refused before it writes
+        run_ablate(AblateOptions(grid=str(grid), out=str(tiny["tmp"] / "bad-out")))
+    assert needle in str(e.value) and str(grid) in str(e.value)
     assert not (tiny["tmp"] / "bad-out").exists()
+
+
+def test_grid_errors_are_one_line_on_the_command_line(tiny):
+    """The command line prints a bad grid's error as its one line (an option's, a kind's and a
+    budget's; every case above goes through the same refusal)."""
+    for i, (text, needle) in enumerate([("arms: {a: {mine: {methd: naive}}}", "arm 'a' mine: unknown option 'methd'"),
+                                        ("arms: {a: {kind: nope}}", "kind 'nope'"),
+                                        ("budget: {steps: 0}\narms: {a: {}}", "budget: steps must be at least 1")]):
+        grid = tiny["tmp"] / f"bad-cli-{i}.yaml"
+        grid.write_text(f"data: {tiny['folder']}\n{text}\n")
+        proc = run_curate("ablate", str(grid), "--out", str(tiny["tmp"] / "bad-out"), timeout=120)
+        assert_one_line_error(proc, needle, str(grid))
+        assert not (tiny["tmp"] / "bad-out").exists()
 
 
 def test_holdout_trains_and_evaluates_on_disjoint_queries_of_one_split(tiny):

@@ -90,7 +90,7 @@ def server(tmp_path_factory):
 def generated(server, tmp_path_factory):
     _, url, _ = server
     out = tmp_path_factory.mktemp("gen")
-    proc = run_curate("generate", "--task", "short-long", "-n", "2", "--per-task", "2", "--max-chars", "200",
+    proc = run_curate("generate", "--task", "short-long", "-n", "2", "--per-task", "2", "--max-chars", "100",
                       "--base-url", url, "--model", NAME, "--out", str(out), "--concurrency", "4",
                       timeout=START_LIMIT_S)
     assert proc.returncode == 0, proc.stderr

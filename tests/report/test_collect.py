@@ -173,6 +173,25 @@ def test_an_ablate_runs_page_has_its_table_and_plot(tmp_path):
     assert "Ablation: scifact train -&gt; scifact test" in html
     assert "<td>default</td><td>curate</td><td class=\"num\">0.6650</td>" in html and "+0.0180" in html
     assert 'src="data:image/png;base64,iVBORw0KGgo' in html
+    assert 'id="mixed-precision"' not in html, "a report without precisions (before they were kept) warns of nothing"
+
+
+def test_an_ablate_table_scored_at_two_precisions_says_so_on_its_page_and_in_the_command(tmp_path):
+    """eval's auto precision is bf16 on one CPU and int8 on another, and a cell's identity is the same
+    on both: a folder finished on two machines mixes them, and its table must say which runs."""
+    from curate.flows.ablate.report import mixed_precision_warning, precisions
+
+    runs = {"base": [{"seed": 0, "precision": "int8"}],
+            "default": [{"seed": 0, "precision": "bf16"}, {"seed": 1, "precision": "bf16"}]}
+    found = precisions(runs)
+    assert found == {"int8": ["base seed 0"], "bf16": ["default seed 0", "default seed 1"]}
+    warning = mixed_precision_warning(found)
+    assert "int8: base seed 0" in warning and "bf16: default seed 0, default seed 1" in warning
+    assert mixed_precision_warning(precisions({"base": [{"seed": 0, "precision": "bf16"}]})) is None
+    (tmp_path / "ablate_report.json").write_text(json.dumps(
+        {"title": "t", "metric": "ndcg@10", "summary": [], "chart": None, "precisions": found}))
+    html = render(collect(tmp_path))
+    assert 'id="mixed-precision"' in html and "int8: base seed 0" in html
 
 
 def test_a_folder_that_is_no_run_is_one_line(tmp_path):

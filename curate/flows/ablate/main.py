@@ -224,7 +224,8 @@ def write_report(grid: Grid, out: Path, legacy: dict[tuple[str, int], Any] | Non
               "arms": {a.name: {**asdict(a), "same_as": [b.name for b in grid.arms if b is not a and trained[a.name]
                                                          and trained[b.name] == trained[a.name]]}
                        for a in grid.arms},
-              "summary": rows, "runs": results, "chart": chart.name if chart else None}
+              "summary": rows, "runs": results, "chart": chart.name if chart else None,
+              "precisions": rep.precisions(results)}
     atomic_write_json(out / REPORT, report)
     return report
 
@@ -235,6 +236,8 @@ def ablate_main(opts: AblateOptions) -> dict[str, Any]:
     opts.say = opts.say or (lambda msg: console.print(f"curate ablate: {msg}"))
     report = run_ablate(opts)
     rep.print_table(report["summary"], report["best_baseline"])
+    if warning := rep.mixed_precision_warning(report["precisions"]):
+        opts.say(warning)
     console.print(f"wrote {Path(opts.out) / REPORT}" + (f" and {Path(opts.out) / CHART}" if report["chart"] else ""))
     from curate.report import write_report as write_page
 
