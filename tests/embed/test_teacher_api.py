@@ -158,9 +158,14 @@ def test_mine_and_filter_take_a_served_teacher_from_the_command_line(tmp_path):
         assert len(kept) == 12 and all(r["teacher"]["model"] == "openai:fake" for r in kept)
         report = json.loads((tmp_path / "f" / "report.json").read_text())
         assert report["teacher"]["model"] == "openai:fake" and report["teacher"]["encoded"] == 0  # the cache mine left
+
+
+@pytest.mark.bench  # 23 s: a refused connection is retried six times with backoff before the run gives up
+def test_a_served_teacher_nobody_answers_is_one_line_from_the_command_line(tmp_path):
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(json.dumps({"query": "a question", "positive": "an answer"}) + "\n", encoding="utf-8")
     proc = run_curate("mine", "--pairs", str(pairs), "--out", str(tmp_path / "m2"), "--teacher", "openai:fake",
-                      "--teacher-base-url", "http://127.0.0.1:9/v1",
-                      env={**env, "CURATE_CACHE_DIR": str(tmp_path / "cache2")})
+                      "--teacher-base-url", "http://127.0.0.1:9/v1", env={"CURATE_CACHE_DIR": str(tmp_path / "cache")})
     assert_one_line_error(proc, "teacher openai:fake", "connection")
     assert not (tmp_path / "m2" / "mined.jsonl").exists()
 
