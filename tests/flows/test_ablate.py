@@ -180,6 +180,33 @@ def test_runs_train_on_ray_workers_as_they_do_here(tiny, finished, monkeypatch):
     assert not list(out.glob("fit/*/model"))
 
 
+def test_a_table_whose_runs_were_scored_at_two_precisions_says_which(tiny, finished, tmp_path, monkeypatch):
+    """A folder finished on two machines (eval's auto precision is bf16 on one CPU, int8 on another;
+    a cell's identity is the same on both): the command's table and the page name the odd runs."""
+    import shutil
+
+    from curate.core.stage import MARKER
+    from curate.core.hashing import file_digest
+    from curate.flows.ablate.main import ablate_main
+
+    monkeypatch.setenv("CURATE_CACHE_DIR", str(tiny["tmp"] / "cache"))
+    out = tmp_path / "out"
+    shutil.copytree(finished["out"], out)
+    base_eval = out / "eval" / finished["report"]["runs"]["base"][0]["stages"]["eval"] / "report.json"
+    scored = json.loads(base_eval.read_text())
+    other = "int8" if scored["model"]["precision"] != "int8" else "bf16"
+    scored["model"]["precision"] = other  # as the other machine would have scored it
+    base_eval.write_text(json.dumps(scored))
+    marker = base_eval.parent / MARKER  # and finished it: its marker names that report
+    marker.write_text(json.dumps({**json.loads(marker.read_text()), "report": file_digest(base_eval)}))
+    log: list[str] = []
+    report = ablate_main(AblateOptions(grid=str(tiny["grid"]), out=str(out), report_only=True, say=_say(log)))
+    assert report["precisions"][other] == ["base seed 0"]
+    (warning,) = [m for m in log if m.startswith("warning: this table mixes")]
+    assert f"{other}: base seed 0" in warning
+    assert 'id="mixed-precision"' in (out / "report.html").read_text(encoding="utf-8")
+
+
 @pytest.mark.parametrize("text,needle", [
     ("arms: {a: {mine: {methd: naive}}}", "arm 'a' mine: unknown option 'methd'"),
     ("arms: {a: {mine: {margin: 0.9, relative_margin: 0.1}}}",

@@ -40,16 +40,18 @@ def summarise(results: dict[str, list[dict[str, Any]]], baselines: list[str], me
 
 
 def precisions(results: dict[str, list[dict[str, Any]]]) -> dict[str, list[str]]:
-    """The precision each run was scored at, as ``{precision: ["arm seed N", ...]}``.
+    """The precision each run was scored at, as ``{precision: ["arm seed N", ...]}`` (runs that
+    recorded none are left out).
 
     ``eval --precision auto`` resolves per machine (bf16 where the CPU has it natively, else int8),
-    and the two move a light set's NDCG@10 by up to 0.016 (NFCorpus: 0.3147 at bf16, 0.3024 at int8):
-    more than most arms differ. A run folder finished on two machines can hold both, and the
-    cell's identity does not tell them apart, so the table must say when it mixes them."""
+    and the two give a light set scores further apart than most arms are (docs/stages/ablate.md).
+    A run folder finished on two machines can hold both, and a cell's identity does not tell them
+    apart, so the table must say when it mixes them."""
     found: dict[str, list[str]] = {}
     for arm, runs in results.items():
         for r in runs:
-            found.setdefault(str(r.get("precision")), []).append(f"{arm} seed {r['seed']}")
+            if r.get("precision"):
+                found.setdefault(str(r["precision"]), []).append(f"{arm} seed {r['seed']}")
     return found
 
 
