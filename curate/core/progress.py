@@ -256,9 +256,11 @@ def print_summary(stats: RunStats, title: str) -> None:
 _bars = {"quiet": False}  # curate ablate turns the stages' bars off (its own lines stay readable)
 
 
-def quiet_bars(quiet: bool = True) -> None:
-    """Show (or not) the bars ``track`` draws unless a caller asks otherwise."""
-    _bars["quiet"] = quiet
+def quiet_bars(quiet: bool = True) -> bool:
+    """Show (or not) the bars ``track`` draws unless a caller asks otherwise; what it was before
+    (for the caller to put back)."""
+    before, _bars["quiet"] = _bars["quiet"], quiet
+    return before
 
 
 def note(line: str) -> None:

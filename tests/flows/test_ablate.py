@@ -79,6 +79,9 @@ def test_tiny_grid_report_baseline_and_resume(tiny, finished, monkeypatch):
 
     monkeypatch.setenv("CURATE_CACHE_DIR", str(tiny["tmp"] / "cache"))
     out, log, report = finished["out"], list(finished["log"]), finished["report"]
+    from curate.core.progress import quiet_bars
+
+    assert quiet_bars(False) is False, "ablate quiets the bars while it runs, and puts them back"
     rows = {r["arm"]: r for r in report["summary"]}
     assert set(rows) == {"base", "st", "default", "same-as-default", "same-data"}
     assert rows["base"]["seeds"] == [0]  # the untrained model is evaluated once
@@ -181,8 +184,9 @@ def test_runs_train_on_ray_workers_as_they_do_here(tiny, finished, monkeypatch):
 
 
 def test_a_table_whose_runs_were_scored_at_two_precisions_says_which(tiny, finished, tmp_path, monkeypatch):
-    """A folder finished on two machines (eval's auto precision is bf16 on one CPU, int8 on another;
-    a cell's identity is the same on both): the command's table and the page name the odd runs."""
+    """A folder whose runs were scored at two precisions (eval's auto precision is bf16 on one CPU,
+    int8 on another; the odd one as a result carried over from an older report would be): the
+    command's table and the page name the odd runs."""
     import shutil
 
     from curate.core.stage import MARKER

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,22 +71,33 @@ class AblateOptions:
     say: Any = field(default=None, repr=False, metadata={"cli": False})
 
 
-def _quiet() -> None:
+@contextmanager
+def _quiet() -> Iterator[None]:
     """The libraries' progress bars (datasets, sentence-transformers) would bury ablate's own lines;
     the stages ablate runs print no summary (``run_stage(quiet=True)``) and draw no bar (its
-    training keeps one)."""
+    training keeps one). All as they were afterwards: a caller that goes on in the same process
+    (``curate.api``, a notebook, the tests) keeps its bars."""
     import os
 
     from curate.core.progress import quiet_bars
 
-    quiet_bars()
+    before, tqdm = quiet_bars(), os.environ.get("TQDM_DISABLE")
     os.environ.setdefault("TQDM_DISABLE", "1")
     try:
         import datasets
-
-        datasets.disable_progress_bars()
     except ImportError:
-        pass
+        datasets = None
+    shown = datasets is not None and datasets.is_progress_bar_enabled()
+    if shown:
+        datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        quiet_bars(before)
+        if tqdm is None:
+            os.environ.pop("TQDM_DISABLE", None)
+        if shown:
+            datasets.enable_progress_bars()
 
 
 def configured(opts: AblateOptions) -> Grid:
@@ -98,6 +111,10 @@ def configured(opts: AblateOptions) -> Grid:
         grid.budget.steps = opts.steps
     if opts.light is not None:
         grid.light = opts.light
+    if grid.light:
+        from curate.evaluate.main import resolve_precision
+
+        grid.precision = resolve_precision("auto", light=True, device=None)
     if opts.queries is not None:
         grid.queries = opts.queries or None
     if opts.max_seq_length is not None:
@@ -144,9 +161,9 @@ def _jobs(grid: Grid, out: Path, opts: AblateOptions, legacy: dict[tuple[str, in
 
 def _run_job(grid: Grid, out: Path, keep_models: bool, job: Job) -> dict[str, Any]:
     """One cell's remaining stages (its fit and eval), here or on a Ray worker."""
-    _quiet()
     started = time.perf_counter()
-    found = run_steps(cell_steps(grid, job.arms[0], job.seed, out), out)
+    with _quiet():
+        found = run_steps(cell_steps(grid, job.arms[0], job.seed, out), out)
     done = result(found)
     if not keep_models:
         drop_model(found)
@@ -154,8 +171,12 @@ def _run_job(grid: Grid, out: Path, keep_models: bool, job: Job) -> dict[str, An
 
 
 def run_ablate(opts: AblateOptions) -> dict[str, Any]:
+    with _quiet():
+        return _ablate(opts)
+
+
+def _ablate(opts: AblateOptions) -> dict[str, Any]:
     say = opts.say or (lambda msg: None)
-    _quiet()
     grid = configured(opts)
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
