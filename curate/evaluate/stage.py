@@ -28,6 +28,17 @@ class EvalRunOptions:
     fit: str | None = field(default=None, metadata={"fingerprint": False})
     light: bool = False
     per_query: bool = False
+    # what a light set is scored at: ``resolve_precision``'s choice on the machine that builds these
+    # options (bf16 on one CPU, int8 on another), unless the caller pins one. It is part of the
+    # identity, so a folder finished on another machine scores again instead of mixing two
+    # precisions in one table. A full run is fp32 everywhere and leaves it out.
+    precision: str | None = field(default=None, metadata={"fingerprint": "if-set"})
+
+    def __post_init__(self) -> None:
+        if self.light and self.precision is None:
+            from curate.evaluate.main import resolve_precision
+
+            self.precision = resolve_precision("auto", light=True, device=None)
 
 
 def model_of(opts: EvalRunOptions) -> str | None:
@@ -44,7 +55,7 @@ def run(opts: EvalRunOptions, run) -> dict[str, Any]:
     from curate.evaluate.main import EvalOptions, run_eval
 
     report = run_eval(EvalOptions(data=opts.data, split=opts.split, model=model_of(opts), light=opts.light,
-                                  per_query=opts.per_query))
+                                  per_query=opts.per_query, precision=opts.precision or "auto"))
     run.counts.update({"queries": report["queries"], "docs": report["docs"]})
     return report
 

@@ -88,3 +88,22 @@ def test_the_command_line_stops_before_any_arm_runs(tmp_path, beir, text, needle
     proc = run_curate("ablate", str(grid), "--out", str(tmp_path / "out"), timeout=120)
     assert_one_line_error(proc, str(grid), needle)
     assert proc.returncode == 2 and not (tmp_path / "out").exists()
+
+
+def test_a_light_grid_scores_every_cell_at_the_precision_of_the_machine_that_planned_it(tmp_path, beir, monkeypatch):
+    """Resolved once by ``configured``: a Ray worker on a CPU without native bf16 still scores at the
+    planner's, so one table holds one precision."""
+    from curate.flows.ablate.arms import cell_steps
+    from curate.flows.ablate.main import AblateOptions, configured
+
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    path = _grid(tmp_path, beir, f"eval: {{data: {beir}, split: train, light: true}}\narms: {{b: {{kind: base}}}}")
+    for native, expected in ((True, "bf16"), (False, "int8")):
+        monkeypatch.setattr("curate.evaluate.main.native_bf16", lambda native=native: native)
+        grid = configured(AblateOptions(grid=str(path), out=str(tmp_path / "out")))
+        assert grid.precision == expected
+        monkeypatch.setattr("curate.evaluate.main.native_bf16", lambda native=native: not native)  # the worker
+        (step,) = [s for s in cell_steps(grid, grid.arms[0], 0, tmp_path / "out") if s.label == "eval"]
+        assert step.options({}).precision == expected
+    full = configured(AblateOptions(grid=str(path), out=str(tmp_path / "out"), light=False))
+    assert full.precision is None

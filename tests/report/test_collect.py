@@ -177,8 +177,8 @@ def test_an_ablate_runs_page_has_its_table_and_plot(tmp_path):
 
 
 def test_an_ablate_table_scored_at_two_precisions_says_so_on_its_page(tmp_path):
-    """eval's auto precision is bf16 on one CPU and int8 on another, and a cell's identity is the same
-    on both: a folder finished on two machines mixes them, and its table must say which runs."""
+    """eval's auto precision is bf16 on one CPU and int8 on another: a table holding both (results
+    carried over from an older report) must say which runs."""
     from curate.flows.ablate.report import mixed_precision_warning, precisions
 
     runs = {"base": [{"seed": 0, "precision": "int8"}],

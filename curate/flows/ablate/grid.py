@@ -110,6 +110,9 @@ class Grid:
     budget: Budget = field(default_factory=Budget)
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     arms: list[Arm] = field(default_factory=list)
+    # a light evaluation's precision, resolved once where the grid is planned (``configured``), so
+    # every worker scores at it and one table holds one precision (None: the eval stage resolves it)
+    precision: str | None = None
 
     @property
     def baselines(self) -> list[str]:

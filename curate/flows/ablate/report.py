@@ -45,8 +45,9 @@ def precisions(results: dict[str, list[dict[str, Any]]]) -> dict[str, list[str]]
 
     ``eval --precision auto`` resolves per machine (bf16 where the CPU has it natively, else int8),
     and the two give a light set scores further apart than most arms are (docs/stages/ablate.md).
-    A run folder finished on two machines can hold both, and a cell's identity does not tell them
-    apart, so the table must say when it mixes them."""
+    A light grid's cells are scored at the one precision its planner chose (part of each score's
+    identity), but results carried over from an older report (``legacy``) can still differ, so the
+    table says when it mixes them."""
     found: dict[str, list[str]] = {}
     for arm, runs in results.items():
         for r in runs:
