@@ -209,7 +209,9 @@ def test_curate_train_on_the_demo_is_part_of_its_page_until_the_export_changes(d
 
     out = tmp_path / "demo"
     shutil.copytree(demo["out"], out)
-    assert (out / "holdout" / "eval" / "qrels" / "test.tsv").is_file(), "the demo holds two documents out"
+    held = json.loads((out / "holdout" / "report.json").read_text())
+    assert held["eval_queries"] > 0, f"the demo's generation held nothing out: {held['documents_with_queries']} " \
+        f"documents kept a query, {held['min_documents']} are needed (the bundled LLM's queries vary from run to run)"
     proc = run_curate("train", str(out), "--steps", "2", env={"CURATE_CACHE_DIR": str(demo["tmp"] / "cache")})
     assert proc.returncode == 0, proc.stderr
     assert re.search(r"NDCG@10 \d\.\d{4} -> \d\.\d{4} \([+-]\d\.\d{4}\) on .*holdout/eval, \d+ queries", proc.stderr)
