@@ -5,6 +5,7 @@ int8 on one without) scores again instead of holding two precisions."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from curate.core.stage import STAGES, _identity, is_done, placed, run_stage
 from tests.mine_helpers import write_beir, write_qrels
@@ -44,7 +45,7 @@ def test_a_light_score_made_on_another_machine_is_made_again_at_this_ones_precis
     assert not is_done(EVAL, second)  # not taken for the bf16 score
     report, _ = run_stage(EVAL, second, resume=True, quiet=True)
     assert report["model"]["precision"] == "int8"
-    made = json.loads((root / "eval").joinpath(first.out.rsplit("/", 1)[-1], "report.json").read_text())
+    made = json.loads((Path(first.out) / "report.json").read_text())
     assert made["model"]["precision"] == "bf16"  # the other machine's score is left as it was
 
     pinned = EVAL.options(data=str(folder), out="", light=True, precision="bf16")  # a caller's choice wins

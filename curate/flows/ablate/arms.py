@@ -150,7 +150,7 @@ def _eval(grid: Grid, fit: str | None, model: str | None = None) -> Step:
     EVAL = STAGES.get("eval")
     return Step("eval", EVAL, lambda o: EVAL.options(
         data=eval_data(grid, o), out="", split=grid.eval_split, model=model,
-        fit=o[fit].out if fit else None, light=grid.light, precision=grid.precision if grid.light else None))
+        fit=o[fit].out if fit else None, light=grid.light, precision=grid.precision))
 
 
 def _records(grid: Grid, arm: Arm, cache: Path) -> list[Step]:
