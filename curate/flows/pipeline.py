@@ -39,11 +39,16 @@ from curate.core.jsonl import atomic_write_json
 from curate.core.stage import DONE, STAGES, Stage, check_chain, preflight, report_of, run_stage
 from curate.llm.options import LLMOptions
 from curate.core.progress import console
+from curate.generate.stage import GenerateOptions
 from curate.holdout.main import HoldoutOptions
 from curate.mine.options import MineOptions
 
 MINE_SCORES = MineOptions.__dataclass_fields__["scores"]  # declared once, by mine
 HOLDOUT_SHARE = HoldoutOptions.__dataclass_fields__["share"]  # declared once, by holdout
+COPY_RETRIES = GenerateOptions.__dataclass_fields__["copy_retries"]  # declared once, by generate
+# asked again this often when the sample is the whole corpus (below): the bundled model then wrote a
+# query that does not copy for 13 of 15 SciFact copies and 25 of 29 NQ-UTD ones (docs: Benchmarks)
+WHOLE_CORPUS_COPY_RETRIES = 2
 
 RELABEL = "relabel"  # the recipe the relabel stage runs, and its folder
 FUNNEL = "pipeline.json"
@@ -73,6 +78,13 @@ class PipelineOptions:
                 "over 2-3 related passages, each a positive) or a spec file with inputs: [positive]."})
     recipe: str = field(default="from-corpus", metadata={
         "help": "Filter recipe: a shipped name or a recipe YAML file."})
+    # None: follows from the corpus (copy_retries below); a number is passed to generate as it is
+    copy_retries: int | None = field(default=None, metadata={
+        **{k: v for k, v in COPY_RETRIES.metadata.items() if k != "help"},
+        "help": "Ask the LLM again, up to N times, when its query copies its passage (generate --copy-retries)  "
+                f"[default: {WHOLE_CORPUS_COPY_RETRIES} when -n samples every passage of DOCS, where a copy the "
+                "filter drops is a passage, and maybe a document, without a query; else 0: another passage "
+                "takes its place]."})
     relabel: bool = field(default=False, metadata={  # off until measured
         "flag": "--relabel/--no-relabel",
         "help": "Have an LLM judge relabel the mined negatives before export (off: the bundled model is too "
@@ -143,7 +155,7 @@ def pipeline_stage(opts: PipelineOptions, run) -> dict[str, Any]:
         atomic_write_json(out / FUNNEL, funnel)
         return funnel
 
-    states, reports, stop = _run_stages(opts, llm, out, progress)
+    states, reports, stop = _run_stages(opts, llm, out, progress, len(docs.passages))
     run.counts.update({name: states[name] for name in states})
     progress(states, reports, stop, finished=True)
     return {"stages": states, "stopped": stop, "funnel": FUNNEL}  # the run's report; the funnel is its own file
@@ -180,15 +192,29 @@ def next_steps(out: Path, report: bool, last: str = CHAIN[-1]) -> list[str]:
     return [f"{i}. {step}" for i, step in enumerate(steps, 1)]
 
 
-def stages(opts: PipelineOptions, llm: LLMOptions, out: Path) -> list[tuple[Stage, Any]]:
+def copy_retries(opts: PipelineOptions, passages: int | None) -> int:
+    """How often generate asks again for a query that copies its passage: as given, else
+    ``WHOLE_CORPUS_COPY_RETRIES`` when ``-n`` takes every one of the corpus's ``passages`` and
+    0 when it does not (None: not known yet, before the documents are read). With passages to
+    spare a dropped copy costs a row, and asking again trained no better (docs: Benchmarks); when
+    every passage is sampled it costs the passage, and on a small folder the documents the
+    held-out set needs (the demo's 12 documents kept queries on fewer than 5 on unlucky draws)."""
+    if opts.copy_retries is not None:
+        return opts.copy_retries
+    return WHOLE_CORPUS_COPY_RETRIES if passages is not None and opts.n >= passages else COPY_RETRIES.default
+
+
+def stages(opts: PipelineOptions, llm: LLMOptions, out: Path, passages: int | None = None) -> list[tuple[Stage, Any]]:
     """The stages in order, each with its options; a stage reads the one before it through the
-    contract (``Stage.path``), so nothing here knows a stage's file names or imports its module."""
+    contract (``Stage.path``), so nothing here knows a stage's file names or imports its module.
+    ``passages``: the corpus's passages, once read (``copy_retries``)."""
     generate, filter_, holdout, mine, relabel, export = (STAGES.get(name) for name in CHAIN)
     gen = out / generate.name
     corpus = str(generate.path(gen, "corpus"))
     steps: list[tuple[Stage, Any]] = [
         (generate, generate.options(out=str(gen), corpus=opts.docs, n=opts.n, seed=opts.seed, llm=llm,
-                                    tasks=(opts.task,), prompts_dirs=tuple(opts.prompts_dirs))),
+                                    tasks=(opts.task,), prompts_dirs=tuple(opts.prompts_dirs),
+                                    copy_retries=copy_retries(opts, passages))),
         (filter_, filter_.options(inp=str(generate.path(gen)), out=str(out / filter_.name), corpus=corpus, llm=llm,
                                   recipe=opts.recipe, teacher=opts.teacher, plots=opts.plots,
                                   prompts_dirs=tuple(opts.prompts_dirs))),
@@ -216,13 +242,13 @@ def stages(opts: PipelineOptions, llm: LLMOptions, out: Path) -> list[tuple[Stag
     return steps
 
 
-def _run_stages(opts: PipelineOptions, llm: LLMOptions, out: Path, progress):
+def _run_stages(opts: PipelineOptions, llm: LLMOptions, out: Path, progress, passages: int):
     """Each stage's state (ran / done earlier), its report, and why the run stopped early (None:
     it did not): a stage whose product holds no record leaves nothing for the next one. The
     funnel is written (``progress``) before the first stage and after each one."""
     states: dict[str, str] = {}
     reports: dict[str, tuple[Stage, dict[str, Any]]] = {}
-    steps = stages(opts, llm, out)
+    steps = stages(opts, llm, out, passages)
     progress(states, reports)
     for i, (stage, stage_opts) in enumerate(steps):
         report, states[stage.name] = run_stage(stage, stage_opts, resume=True)

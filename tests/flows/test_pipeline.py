@@ -89,7 +89,7 @@ def first(tmp_path_factory):
 
 def test_every_stage_writes_its_outputs_and_prints_the_funnel(first):
     run, out = first["run"], first["proc"].stderr + first["proc"].stdout
-    assert first["sent"] == N, "one request per sampled passage"
+    assert first["sent"] == N, "one request per sampled passage: 20 of 40, so a copy is not asked for again"
     for stage, names in {"generate": ["generated.jsonl", "corpus.jsonl", "report.json"],
                          "filter": ["filtered.jsonl", "rejected.jsonl", "report.json", "teacher_scores.png"],
                          "mine": ["mined.jsonl", "report.json", "mine_scores.png"],
@@ -364,11 +364,16 @@ def test_relabel_adds_its_stage_and_its_verdicts(first):
 def test_the_demo_documents_go_all_the_way(first, tmp_path):
     """What `make demo` runs (data/demo, 12 passages), with the scripted server for the bundled model."""
     out = tmp_path / "demo"
+    sent = len(first["srv"].chat_requests)
     proc = run_curate("pipeline", "data/demo", "--out", str(out), "-n", "12", "--no-plots", "--no-report",
                       "--base-url", first["srv"].base_url, "--model", "fake", env=_env(first["tmp"]), timeout=900)
     assert proc.returncode == 0, proc.stderr
     funnel = json.loads((out / "pipeline.json").read_text())
     assert funnel["documents"]["files"] == funnel["generate"]["ok"] == 12
+    # -n takes every passage, so a copy is asked for again twice (the scripted model copies the same
+    # passages every time); with passages to spare (the shared run: 20 of 40) it is not
+    asked_again = funnel["generate"]["copies_asked_again"]
+    assert asked_again > 0 and len(first["srv"].chat_requests) - sent == 12 + 2 * asked_again
     assert funnel["export"]["rows"] > 0
     assert not list(out.rglob("*.png")), "--no-plots: none from filter or mine"
     assert not (out / "report.html").exists() and not re.search(r"^\s+report\s", proc.stderr, re.M), "--no-report"
@@ -462,3 +467,19 @@ def test_bad_input_is_one_line_before_anything_starts(tmp_path, docs, out, needl
     assert proc.returncode == 2
     assert_one_line_error(proc, *needles)
     assert not (tmp_path / out).exists(), "no run folder made"
+
+
+@pytest.mark.parametrize("given, n, passages, asked", [
+    (None, 12, 12, 2),   # -n takes every passage: a dropped copy is a passage without a query
+    (None, 200, 12, 2),  # -n above the corpus: the same
+    (None, 20, 40, 0),   # passages to spare: another takes a copy's place
+    (None, 12, None, 0),  # not read yet (the options checked before the run): generate's default
+    (0, 12, 12, 0),      # given: as it is, either way
+    (3, 20, 40, 3),
+])
+def test_copies_are_asked_for_again_when_the_sample_is_the_whole_corpus(tmp_path, given, n, passages, asked):
+    from curate.flows.pipeline import PipelineOptions, stages
+
+    opts = PipelineOptions(docs="data/demo", out=str(tmp_path / "run"), n=n, copy_retries=given)
+    (generate, gen_opts), *_ = stages(opts, opts.llm, tmp_path / "run", passages)
+    assert generate.name == "generate" and gen_opts.copy_retries == asked
