@@ -2,7 +2,8 @@
 
 The demo is 12 one-passage documents and `-n 12`: every passage is sampled once, and the hold-out
 needs queries on 5 documents (``HoldoutOptions.min_documents``). The bundled model copies its
-passage often enough that the filter's copy guard dropped up to 8 of the 12 queries, and then
+passage often enough that the filter (its copy guard, then the round trip) dropped up to 8 of the
+12 queries, and then
 `curate train runs/demo` had nothing to score on. This script runs the demo command on several
 seeds twice, first answers only (``--copy-retries 0``) and at the pipeline's default (asked again
 when the sample is the whole corpus), and counts the documents left with a query.

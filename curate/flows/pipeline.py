@@ -39,15 +39,13 @@ from curate.core.jsonl import atomic_write_json
 from curate.core.stage import DONE, STAGES, Stage, check_chain, preflight, report_of, run_stage
 from curate.llm.options import LLMOptions
 from curate.core.progress import console
-from curate.generate.stage import GenerateOptions
 from curate.holdout.main import HoldoutOptions
 from curate.mine.options import MineOptions
 
 MINE_SCORES = MineOptions.__dataclass_fields__["scores"]  # declared once, by mine
 HOLDOUT_SHARE = HoldoutOptions.__dataclass_fields__["share"]  # declared once, by holdout
-COPY_RETRIES = GenerateOptions.__dataclass_fields__["copy_retries"]  # declared once, by generate
-# asked again this often when the sample is the whole corpus (below): the bundled model then wrote a
-# query that does not copy for 13 of 15 SciFact copies and 25 of 29 NQ-UTD ones (docs: Benchmarks)
+# generate --copy-retries when the sample is the whole corpus (``copy_retries``); asked twice, the
+# bundled model stopped copying on most of its copies (docs: Pipeline, "The demo's held-out set")
 WHOLE_CORPUS_COPY_RETRIES = 2
 
 RELABEL = "relabel"  # the recipe the relabel stage runs, and its folder
@@ -78,9 +76,9 @@ class PipelineOptions:
                 "over 2-3 related passages, each a positive) or a spec file with inputs: [positive]."})
     recipe: str = field(default="from-corpus", metadata={
         "help": "Filter recipe: a shipped name or a recipe YAML file."})
-    # None: follows from the corpus (copy_retries below); a number is passed to generate as it is
+    # None: follows from the corpus (copy_retries below); a number is passed to generate, whose
+    # options declare its range (not imported here: generate's module brings the LLM client)
     copy_retries: int | None = field(default=None, metadata={
-        **{k: v for k, v in COPY_RETRIES.metadata.items() if k != "help"},
         "help": "Ask the LLM again, up to N times, when its query copies its passage (generate --copy-retries)  "
                 f"[default: {WHOLE_CORPUS_COPY_RETRIES} when -n samples every passage of DOCS, where a copy the "
                 "filter drops is a passage, and maybe a document, without a query; else 0: another passage "
@@ -192,16 +190,16 @@ def next_steps(out: Path, report: bool, last: str = CHAIN[-1]) -> list[str]:
     return [f"{i}. {step}" for i, step in enumerate(steps, 1)]
 
 
-def copy_retries(opts: PipelineOptions, passages: int | None) -> int:
-    """How often generate asks again for a query that copies its passage: as given, else
-    ``WHOLE_CORPUS_COPY_RETRIES`` when ``-n`` takes every one of the corpus's ``passages`` and
-    0 when it does not (None: not known yet, before the documents are read). With passages to
-    spare a dropped copy costs a row, and asking again trained no better (docs: Benchmarks); when
-    every passage is sampled it costs the passage, and on a small folder the documents the
-    held-out set needs (the demo's 12 documents kept queries on fewer than 5 on unlucky draws)."""
+def copy_retries(opts: PipelineOptions, passages: int | None) -> dict[str, int]:
+    """Generate's ``copy_retries``, as keyword arguments: as given, else
+    ``WHOLE_CORPUS_COPY_RETRIES`` when ``-n`` takes every one of the corpus's ``passages``, else
+    none (generate's default; ``passages`` None: not read yet). With passages to spare a dropped
+    copy costs a row, and asking again trained no better (docs: Benchmarks); when every passage
+    is sampled it costs the passage, and on a small folder the documents the held-out set needs."""
     if opts.copy_retries is not None:
-        return opts.copy_retries
-    return WHOLE_CORPUS_COPY_RETRIES if passages is not None and opts.n >= passages else COPY_RETRIES.default
+        return {"copy_retries": opts.copy_retries}
+    whole = passages is not None and opts.n >= passages
+    return {"copy_retries": WHOLE_CORPUS_COPY_RETRIES} if whole else {}
 
 
 def stages(opts: PipelineOptions, llm: LLMOptions, out: Path, passages: int | None = None) -> list[tuple[Stage, Any]]:
@@ -214,7 +212,7 @@ def stages(opts: PipelineOptions, llm: LLMOptions, out: Path, passages: int | No
     steps: list[tuple[Stage, Any]] = [
         (generate, generate.options(out=str(gen), corpus=opts.docs, n=opts.n, seed=opts.seed, llm=llm,
                                     tasks=(opts.task,), prompts_dirs=tuple(opts.prompts_dirs),
-                                    copy_retries=copy_retries(opts, passages))),
+                                    **copy_retries(opts, passages))),
         (filter_, filter_.options(inp=str(generate.path(gen)), out=str(out / filter_.name), corpus=corpus, llm=llm,
                                   recipe=opts.recipe, teacher=opts.teacher, plots=opts.plots,
                                   prompts_dirs=tuple(opts.prompts_dirs))),

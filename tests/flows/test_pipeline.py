@@ -459,6 +459,9 @@ def _folder(tmp: Path, name: str, files: dict[str, str]) -> Path:
      ["/nonexistent", "no such model folder"]),
     (lambda tmp: _folder(tmp, "docs", {"a.md": "# Tides\n\nThe Moon pulls the sea."}), "run --teacher openai:emb",
      ["openai:emb", "--teacher-base-url"]),
+    # the range generate declares, checked by generate's options before the run
+    (lambda tmp: _folder(tmp, "docs", {"a.md": "# Tides\n\nThe Moon pulls the sea."}), "run --copy-retries 11",
+     ["--copy-retries 11", "between 0 and 10"]),
 ])
 def test_bad_input_is_one_line_before_anything_starts(tmp_path, docs, out, needles):
     out, *extra = out.split()
