@@ -144,15 +144,23 @@ def _promote(items: list[MineItem], results: list[Mined]) -> None:
 
 def _hybrid(inp: MineInput, items: list[MineItem], qvecs, dvecs, results: list[Mined]):
     """Rescore each query's positives and picked negatives with BM25 mixed into the teacher's cosine
-    (``curate.negatives.hybrid``), in place; the picks and their order stay the teacher's."""
+    (``curate.negatives.hybrid``), in place; the picks and their order stay the teacher's.
+
+    BM25's weight is chosen as if nothing had been promoted: a promoted positive (``_promote``) is
+    scored as one of the picks, so it competes with the source passage instead of standing in for
+    it. It is the dense teacher's own favourite, so judging the weight by it would always favour the
+    dense teacher alone (weight 0: no BM25 at all)."""
     from curate.negatives.hybrid import hybrid_scores
 
     selves = [inp.corpus.find_text(it.query) for it in items]
-    hybrid = hybrid_scores(inp.corpus.texts, [it.query for it in items], qvecs, dvecs,
-                           [list(it.positives) + list(it.also_positive) for it in items], [r.docs for r in results],
+    lifted = [int(res.promoted is not None) for res in results]  # then it.positives[0] is the promoted document
+    own = [list(it.positives)[up:] + list(it.also_positive) for it, up in zip(items, lifted)]
+    picks = [list(res.docs) + list(it.positives)[:up] for it, res, up in zip(items, results, lifted)]
+    hybrid = hybrid_scores(inp.corpus.texts, [it.query for it in items], qvecs, dvecs, own, picks,
                            left_out=[[] if j is None else [j] for j in selves])
-    for it, res, pos, picked in zip(items, results, hybrid.positives, hybrid.picked):
-        res.scores = picked
+    for it, res, pos, picked, up in zip(items, results, hybrid.positives, hybrid.picked, lifted):
+        pos = np.concatenate([picked[len(picked) - up:], pos])  # the promoted document's score first again
+        res.scores = picked[:len(picked) - up]
         res.positive_scores = pos[:len(it.positives)]
         res.lowest_positive = float(np.min(pos))
     return hybrid
