@@ -381,6 +381,13 @@ def summary(report: dict[str, Any], out: Path) -> list[str]:
                  rep.far_below_warning(report.get("negative_ranks") or {})):
         if line:
             lines.append(line)
+    mix = report.get("scores_from") or {}
+    if mix.get("kind") == "hybrid":  # say what the mix is: a weight of 0 leaves BM25 out altogether
+        w, mrr = mix["weight"], mix["mrr_by_weight"]
+        lines.append(f"  scores: BM25 mixed in at weight {w:g}, where the queries' own positives rank best "
+                     f"(MRR {mrr[f'{w:g}']:.3f}; the teacher alone {mrr['0']:.3f})" if w else
+                     "  scores: BM25 ranked the queries' own positives no better at any weight: the scores are "
+                     "the teacher's cosine alone")
     blank = (report.get("corpus") or {}).get("blank_documents_left_out")
     if blank:
         lines.append(f"  {blank} corpus document{'s' if blank != 1 else ''} with no text left out of the pool")

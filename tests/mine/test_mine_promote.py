@@ -101,6 +101,9 @@ def test_hybrid_scores_follow_the_promoted_positive_and_its_weight_the_source(tm
     assert report["scores_from"] == plain_report["scores_from"]
     # the dense teacher ranks BETTER above the source: at weight 0 the source ranks second
     assert report["scores_from"]["mrr_by_weight"]["0"] == pytest.approx(0.5)
+    # the run says what the mix is: BM25 in at weight 1 lifts the source to a tie with BETTER (MRR 2/3)
+    assert "  scores: BM25 mixed in at weight 1, where the queries' own positives rank best (MRR 0.667; the " \
+           "teacher alone 0.500)" in summary(report, tmp_path)
     # each document keeps the score it has without promotion, in the record's new order
     better = next(n["teacher_score"] for n in plain["negatives"] if n["text"] == BETTER)
     assert mined["teacher"]["positives"] == pytest.approx([better, plain["teacher"]["positive"]], abs=1e-6)

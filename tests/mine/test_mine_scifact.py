@@ -176,6 +176,8 @@ def test_hybrid_scores_keep_the_teachers_picks_and_rescore_them(scifact):
         assert rec["teacher"]["model"].startswith(f"hybrid(bm25 {chosen['weight']:g})")
         moved += rec["teacher"]["positive"] != pytest.approx(before["teacher"]["positive"], abs=1e-6)
     assert moved == (len(recs) if chosen["weight"] > 0 else 0)
+    said = f"scores: BM25 mixed in at weight {chosen['weight']:g}" if chosen["weight"] else "the teacher's cosine alone"
+    assert said in proc.stdout + proc.stderr
     bad = run_curate("mine", "--data", str(scifact["tmp"] / "beir"), "--split", "train", "--scores", "hybrid",
                      "--cross-encoder", "some/model", "--out", str(scifact["tmp"] / "bad"))
     assert bad.returncode != 0 and "--scores hybrid" in bad.stderr and "Traceback" not in bad.stderr
