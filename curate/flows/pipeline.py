@@ -44,6 +44,7 @@ from curate.mine.options import MineOptions
 
 MINE_SCORES = MineOptions.__dataclass_fields__["scores"]  # declared once, by mine
 HOLDOUT_SHARE = HoldoutOptions.__dataclass_fields__["share"]  # declared once, by holdout
+MINE_PROMOTE = MineOptions.__dataclass_fields__["promote_top"]  # declared once, by mine
 # generate --copy-retries when the sample is the whole corpus (``copy_retries``); asked twice, the
 # bundled model stopped copying on most of its copies (docs: Pipeline, "The demo's held-out set")
 WHOLE_CORPUS_COPY_RETRIES = 2
@@ -97,6 +98,9 @@ class PipelineOptions:
     # (docs: Benchmarks, "A stronger teacher, and training on its scores")
     scores: Literal["teacher", "hybrid"] = field(default="hybrid", metadata={
         **MINE_SCORES.metadata})
+    # off, as in mine: it lifted two shipped sets and lowered the third (docs: Benchmarks, "The
+    # teacher's favourite as the positive"); here so a user's own held-out set can decide
+    promote_top: float | None = field(default=None, metadata={**MINE_PROMOTE.metadata})
     formats: tuple[str, ...] = field(default=("sentence-transformers",), metadata={
         "flag": "--format", "help_names": {"formats": "curate.export.formats:in_order"},
         "help": "Export format, as curate export takes it ({formats}, or all); repeatable."})
@@ -228,7 +232,7 @@ def stages(opts: PipelineOptions, llm: LLMOptions, out: Path, passages: int | No
         records, corpus = str(holdout.path(held)), str(holdout.path(held, "corpus"))
     steps.append((mine, mine.options(out=str(out / mine.name), records=records, corpus=corpus,
                                      teachers=(opts.teacher,) if opts.teacher else (), seed=opts.seed,
-                                     plots=opts.plots, scores=opts.scores)))
+                                     plots=opts.plots, scores=opts.scores, promote_top=opts.promote_top)))
     if opts.relabel:
         steps.append((relabel, relabel.options(inp=str(mine.path(out / mine.name)), out=str(out / RELABEL),
                                                recipe=RELABEL, llm=llm, plots=opts.plots,

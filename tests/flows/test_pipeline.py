@@ -321,6 +321,29 @@ def test_hybrid_scores_are_the_default_and_the_teachers_own_are_one_option_away(
     assert cards and not any("recipe curate recommends" in c for c in cards)  # the teacher's own cosines
 
 
+def test_promote_top_reaches_mine_and_reruns_only_mine_and_export(first):
+    """``--promote-top`` is mine's option, handed through: the same queries (generate and filter
+    done earlier), mined again with the teacher's clear favourites promoted, the weight of BM25
+    still chosen on the source passages, and exported again."""
+    run = first["tmp"] / "promoted"
+    shutil.copytree(first["run"], run)
+    proc = _pipeline(first["srv"], first["docs"], run, "--promote-top", "0")
+    out = proc.stderr + proc.stdout
+    assert proc.returncode == 0, out
+    assert all(f"{s}: done earlier" in out for s in ("generate", "filter"))
+    assert not any(f"{s}: done earlier" in out for s in ("mine", "export"))
+    report, before = _report(run, "mine"), _report(first["run"], "mine")
+    promoted = report["positive_promoted"]
+    assert promoted["margin"] == 0 and promoted["eligible"] == before["queries_out"]
+    assert report["scores_from"] == before["scores_from"]
+    mined = read_jsonl(run / "mine" / "mined.jsonl")
+    moved = [r for r in mined if r["meta"]["mine"].get("promoted")]
+    assert 0 < len(moved) == promoted["queries"]
+    # a promoted record trains on its new positive, the source passage kept as a second one
+    assert all(r["positive_id"] != r["meta"]["mine"]["promoted"]["source_id"]
+               and r["positives"][0]["doc_id"] == r["meta"]["mine"]["promoted"]["source_id"] for r in moved)
+
+
 def test_another_seed_starts_generate_afresh_and_never_mixes_two_runs_records(first):
     """The fingerprint covers every option that changes the data: another --seed samples other
     passages, and its records replace the last run's instead of joining them."""
