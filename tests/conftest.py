@@ -38,3 +38,27 @@ def demo(tmp_path_factory):
                       env={"CURATE_CACHE_DIR": str(tmp / "cache"), "NO_COLOR": "1", "COLUMNS": "200"}, timeout=3600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return {"out": out, "proc": proc, "tmp": tmp}
+
+
+@pytest.fixture(scope="session")
+def demo_filter_with_a_copy(demo, tmp_path_factory):
+    """The demo's filter run again, by the real stage and recipe, on its generated records plus one
+    whose query is its passage word for word: a drop the filter makes on every run. The demo's own
+    drops depend on what the bundled LLM wrote (asked again for its copies, it can keep all 12),
+    so the tests that show a drop take it from here."""
+    import json
+
+    from tests.helpers import read_jsonl, run_curate
+
+    gen = demo["out"] / "generate"
+    records = read_jsonl(gen / "generated.jsonl")
+    copied = dict(records[0], id="a-query-that-copies-its-passage", query=records[0]["positive"])
+    tmp = tmp_path_factory.mktemp("demo-filter-copy")
+    inp = tmp / "records.jsonl"
+    inp.write_text("".join(json.dumps(r) + "\n" for r in [*records, copied]), encoding="utf-8")
+    out = tmp / "filter"
+    proc = run_curate("filter", "--in", str(inp), "--recipe", "from-corpus", "--corpus", str(gen / "corpus.jsonl"),
+                      "--out", str(out), env={"CURATE_CACHE_DIR": str(demo["tmp"] / "cache")})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (drop,) = [d for d in read_jsonl(out / "rejected.jsonl") if d["id"] == copied["id"]]
+    return {"out": out, "copied": copied, "drop": drop}

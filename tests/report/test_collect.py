@@ -62,18 +62,21 @@ def test_a_pipeline_runs_page_holds_its_funnel_records_and_drops(demo):
 
 
 @pytest.mark.parametrize("stage", ["generate", "filter", "mine", "export"])
-def test_a_single_stage_folder_has_a_page_too(demo, stage, tmp_path):
+def test_a_single_stage_folder_has_a_page_too(demo, demo_filter_with_a_copy, stage, tmp_path):
     out = demo["out"]
+    folder = demo_filter_with_a_copy["out"] if stage == "filter" else out / stage  # a filter run with a drop
     page = tmp_path / f"{stage}.html"
-    proc = run_curate("report", str(out / stage), "--out", str(page))
+    proc = run_curate("report", str(folder), "--out", str(page))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == f"report: {page}"
     data = _page_data(page.read_text(encoding="utf-8"))
     assert data["kind"] == stage and data["funnel"][0]["stage"] == stage
     if stage == "filter":  # its drops are joined with the records it read (its report names them)
         drops = [r for r in data["records"] if r["status"] == "dropped"]
-        assert drops and all(r["query"] for r in drops)
-        assert len([r for r in data["records"] if r["status"] == "kept"]) == len(read_jsonl(out / "filter" / "filtered.jsonl"))
+        assert all(r["query"] for r in drops)
+        copied = demo_filter_with_a_copy["copied"]
+        assert any(r["id"] == copied["id"] and r["query"] == copied["query"] for r in drops)
+        assert len([r for r in data["records"] if r["status"] == "kept"]) == len(read_jsonl(folder / "filtered.jsonl"))
     if stage == "export":
         assert dict(data["details"][-1]["rows"])["formats"] == "sentence-transformers" and data["records"] == []
 
