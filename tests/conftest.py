@@ -46,16 +46,14 @@ def demo_filter_with_a_copy(demo, tmp_path_factory):
     whose query is its passage word for word: a drop the filter makes on every run. The demo's own
     drops depend on what the bundled LLM wrote (asked again for its copies, it can keep all 12),
     so the tests that show a drop take it from here."""
-    import json
-
     from tests.helpers import read_jsonl, run_curate
+    from tests.mine_helpers import write_jsonl
 
     gen = demo["out"] / "generate"
     records = read_jsonl(gen / "generated.jsonl")
     copied = dict(records[0], id="a-query-that-copies-its-passage", query=records[0]["positive"])
     tmp = tmp_path_factory.mktemp("demo-filter-copy")
-    inp = tmp / "records.jsonl"
-    inp.write_text("".join(json.dumps(r) + "\n" for r in [*records, copied]), encoding="utf-8")
+    inp = write_jsonl(tmp / "records.jsonl", [*records, copied])
     out = tmp / "filter"
     proc = run_curate("filter", "--in", str(inp), "--recipe", "from-corpus", "--corpus", str(gen / "corpus.jsonl"),
                       "--out", str(out), env={"CURATE_CACHE_DIR": str(demo["tmp"] / "cache")})

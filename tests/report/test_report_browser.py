@@ -164,7 +164,7 @@ def test_the_demo_runs_report_opens_in_chromium_and_shows_the_run(demo, browser)
 
 
 def test_a_filter_runs_drop_is_in_the_record_browser(demo_filter_with_a_copy, browser, tmp_path):
-    """A dropped record shows as dropped, with the step's reason, and opens to its query."""
+    """A dropped record is listed as dropped, its query and the step's reason in its head."""
     from selenium.webdriver.common.by import By
 
     from tests.helpers import run_curate
